@@ -1,0 +1,39 @@
+# The README's two commands: `make demo` (set up + the main job) and `make test` (set up + the suite).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SYSTEM_PACKAGES := redis-server bubblewrap
+
+.PHONY: setup system-deps demo test bench clean
+
+setup: $(VENV)/.installed
+
+# Reinstall when the dependencies change. torch is pinned in the extras so the CPU wheel is used.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# Debian packages the tests need (a real Redis server, bubblewrap sandboxes); installed only if missing.
+system-deps:
+	@missing=""; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+demo: setup
+	$(VENV)/bin/agentfly-play
+
+test: setup system-deps
+	$(PY) -m pytest -q
+
+bench: setup
+	$(VENV)/bin/agentfly-bench --compare gym-sync gym-async
+
+clean:
+	rm -rf $(VENV) runs bench-results .pytest_cache .hypothesis

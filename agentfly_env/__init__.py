@@ -1,0 +1,57 @@
+"""AgentFly-Gym: multi-turn text Gymnasium environments for training LLM agents.
+
+Importing the package registers every ``AgentFly/*`` id with Gymnasium::
+
+    import gymnasium as gym
+    import agentfly_env
+
+    env = gym.make("AgentFly/Math-v0")
+    observation, info = env.reset(seed=0)
+"""
+
+from agentfly_env.core import AgentEnv, EnvStateError, Transition, run_sync
+from agentfly_env.parsing import Parser, get_parser
+from agentfly_env.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
+from agentfly_env.registration import register_envs, registered_ids
+from agentfly_env.rewards import Reward, RewardResult, reward
+from agentfly_env.spaces import TextSpace, ToolCallSpace
+from agentfly_env.tasks import ListTasks, TaskSource, load_jsonl_tasks
+from agentfly_env.tool_env import ToolEnv
+from agentfly_env.tools import Tool, tool
+from agentfly_env.types import Message, ParseError, ParseResult, Step, ToolCall, ToolResult, Trajectory
+from agentfly_env.vector import AgentVectorEnv
+
+register_envs()
+
+__all__ = [
+    "AgentEnv",
+    "AgentVectorEnv",
+    "EnvStateError",
+    "ListTasks",
+    "Message",
+    "ParseError",
+    "ParseResult",
+    "Parser",
+    "PoolConfig",
+    "ResourceManager",
+    "ResourcePool",
+    "ResourceSpec",
+    "Reward",
+    "RewardResult",
+    "Step",
+    "TaskSource",
+    "TextSpace",
+    "Tool",
+    "ToolCall",
+    "ToolCallSpace",
+    "ToolEnv",
+    "ToolResult",
+    "Trajectory",
+    "get_parser",
+    "load_jsonl_tasks",
+    "register_envs",
+    "registered_ids",
+    "reward",
+    "run_sync",
+    "tool",
+]

@@ -1,0 +1,248 @@
+"""``AgentEnv``: the multi-turn text Gymnasium env that every tool and task in AgentFly builds on.
+
+Observations and actions are strings: the action is the model's whole turn, the observation is what
+the env answers (tool output, a page, an error the model should read). ``areset``/``astep`` are the
+native forms, so thousands of episodes share one event loop; ``reset``/``step`` drive them for sync
+code. The base class owns what every env needs the same way: the episode state machine and its clear
+errors for API misuse, the turn budget, bounded observations, and the episode record.
+
+A subclass implements :meth:`AgentEnv._reset` and :meth:`AgentEnv._step` (async), and optionally
+:meth:`AgentEnv._end_episode` to give back what the episode held.
+
+Example:
+    >>> class Echo(AgentEnv):
+    ...     async def _reset(self, seed, options):
+    ...         return "Say something.", {}
+    ...     async def _step(self, action):
+    ...         return Transition(f"You said: {action}", reward=1.0, terminated=action == "bye")
+    >>> env = Echo(max_turns=3)
+    >>> env.reset(seed=0)[0]
+    'Say something.'
+    >>> env.step("hi")[:3]
+    ('You said: hi', 1.0, False)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import gymnasium as gym
+
+from agentfly_env.spaces import TextSpace
+from agentfly_env.tools import truncate_text
+from agentfly_env.types import Step, Trajectory
+
+T = TypeVar("T")
+
+
+class EnvStateError(RuntimeError):
+    """The env was used out of order: stepped before ``reset`` or after its episode ended."""
+
+
+@dataclass
+class Transition:
+    """What a subclass's :meth:`AgentEnv._step` returns.
+
+    Attributes:
+        observation: The env's answer to the action (bounded by the base class).
+        reward: Reward for this step; the final reward lands on the step that terminates.
+        terminated: The task ended (solved, failed, or answered).
+        truncation_reason: Set when the episode must stop for an outside reason (a backend died);
+            the base class adds ``"max_turns"`` itself.
+        info: Step info; the base class adds ``turn`` and ``truncation_reason``.
+        record: The structured step for the trajectory; the base class fills action, observation,
+            reward and flags.
+    """
+
+    observation: str
+    reward: float = 0.0
+    terminated: bool = False
+    truncation_reason: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    record: Step | None = None
+
+
+_thread_state = threading.local()
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, on one event loop kept per thread.
+
+    A persistent loop (rather than ``asyncio.run`` per call) keeps pools and connections that are bound
+    to a loop usable across calls, and costs microseconds instead of a loop's creation. Called from a
+    thread whose loop is already running (a notebook), it runs the coroutine on a helper thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        loop = getattr(_thread_state, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = _thread_state.loop = asyncio.new_event_loop()
+        return loop.run_until_complete(coroutine)
+    result: list[Any] = []
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(run_sync(coroutine))
+        except BaseException as error:  # re-raised in the caller's thread
+            errors.append(error)
+
+    worker = threading.Thread(target=target, name="agentfly-run-sync")
+    worker.start()
+    worker.join()
+    if errors:
+        raise errors[0]
+    return result[0]
+
+
+class AgentEnv(gym.Env[str, str]):
+    """A multi-turn text env with native async ``areset``/``astep``.
+
+    Args:
+        max_turns: Steps before the episode is truncated (``info["truncation_reason"] == "max_turns"``).
+        max_observation_chars: Observations longer than this are cut with a visible marker.
+        render_mode: None or ``"ansi"`` (``render()`` returns the last exchange as text).
+        env_id: Name recorded in trajectories; set from the registered id by ``gym.make``.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        *,
+        max_turns: int = 10,
+        max_observation_chars: int = 8192,
+        render_mode: str | None = None,
+        env_id: str | None = None,
+    ) -> None:
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode {render_mode!r} not in {self.metadata['render_modes']}")
+        self.max_turns = max_turns
+        self.max_observation_chars = max_observation_chars
+        self.render_mode = render_mode
+        self.env_id = env_id or type(self).__name__
+        self.observation_space = TextSpace(max_length=max_observation_chars)
+        self.action_space = TextSpace()
+        self.turn = 0
+        self.trajectory: Trajectory | None = None
+        self._episode_open = False
+        self._needs_reset = True
+        self._closed = False
+
+    # ----------------------------------------------------------------- subclass hooks
+
+    async def _reset(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Start an episode; return the first observation and the reset info."""
+        raise NotImplementedError
+
+    async def _step(self, action: str) -> Transition:
+        """Act on one model turn."""
+        raise NotImplementedError
+
+    async def _end_episode(self) -> None:
+        """Release what the episode holds (leases, sessions). Called once per episode."""
+
+    async def _close(self) -> None:
+        """Release what the env holds beyond an episode."""
+
+    # ----------------------------------------------------------------- the async API
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Start a new episode (ending the current one, if any). Same seed, same task."""
+        if self._closed:
+            raise EnvStateError(f"{self.env_id}: reset() after close()")
+        super().reset(seed=seed)
+        await self._finish_episode()
+        self.turn = 0
+        observation, info = await self._reset(seed, dict(options or {}))
+        observation = truncate_text(observation, self.max_observation_chars)
+        self.trajectory = Trajectory(env_id=self.env_id, observation=observation, seed=seed, task=info.get("task", {}))
+        self._episode_open = True
+        self._needs_reset = False
+        info.setdefault("turn", 0)
+        return observation, info
+
+    async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Act on one model turn: ``(observation, reward, terminated, truncated, info)``.
+
+        Raises:
+            EnvStateError: before the first ``reset`` or after the episode ended.
+            TypeError: when ``action`` is not a string.
+        """
+        if self._needs_reset:
+            ended = "ended" if self.trajectory is not None else "not started"
+            raise EnvStateError(f"{self.env_id}: step() called but the episode has {ended}; call reset() first")
+        if not isinstance(action, str):
+            raise TypeError(f"{self.env_id}: the action must be the model's text (str), got {type(action).__name__}")
+        started = time.perf_counter()
+        self.turn += 1
+        outcome = await self._step(action)
+        truncation_reason = outcome.truncation_reason
+        if truncation_reason is None and not outcome.terminated and self.turn >= self.max_turns:
+            truncation_reason = "max_turns"
+        truncated = truncation_reason is not None and not outcome.terminated
+        observation = truncate_text(outcome.observation, self.max_observation_chars)
+        info = outcome.info
+        info["turn"] = self.turn
+        info["truncation_reason"] = truncation_reason if truncated else None
+
+        record = outcome.record or Step(action="", observation="", reward=0.0, terminated=False, truncated=False)
+        record.action = action
+        record.observation = observation
+        record.reward = float(outcome.reward)
+        record.terminated = outcome.terminated
+        record.truncated = truncated
+        record.truncation_reason = info["truncation_reason"]
+        assert self.trajectory is not None
+        self.trajectory.steps.append(record)
+        if outcome.terminated or truncated:
+            self._needs_reset = True
+            await self._finish_episode()
+        record.latency_s = time.perf_counter() - started
+        return observation, float(outcome.reward), outcome.terminated, truncated, info
+
+    async def aclose(self) -> None:
+        """End the episode, release everything; a second call does nothing."""
+        if self._closed:
+            return
+        await self._finish_episode()
+        await self._close()
+        self._closed = True
+
+    async def _finish_episode(self) -> None:
+        if self._episode_open:
+            self._episode_open = False
+            await self._end_episode()
+
+    # ----------------------------------------------------------------- the sync API
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        return run_sync(self.areset(seed=seed, options=options))
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        return run_sync(self.astep(action))
+
+    def close(self) -> None:
+        if not self._closed:
+            run_sync(self.aclose())
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self.trajectory is None:
+            return None
+        lines = [f"[observation] {self.trajectory.observation}"]
+        if self.trajectory.steps:
+            last = self.trajectory.steps[-1]
+            lines = [f"[action] {last.action}", f"[observation] {last.observation}", f"[reward] {last.reward:g}"]
+        return "\n".join(lines)

@@ -1,0 +1,311 @@
+"""``ToolEnv``: tools + a task source + a reward make an env.
+
+Each turn, the model's text is parsed for tool calls (the parser is pluggable), the calls run
+concurrently, and their results, bounded, become the next observation. The episode ends when the model
+gives a final answer (``<answer>...</answer>``, or a ``finish`` tool call with ``answer_mode="tool"``);
+the reward then scores it. Nothing the model writes raises: malformed calls, unknown tools, bad
+arguments, tools that fail or time out each come back as an observation that says what went wrong,
+and are counted in ``info["errors"]``.
+
+Example:
+    >>> from agentfly_env import ToolEnv, ListTasks, tool, reward
+    >>> @tool
+    ... def double(x: int) -> int:
+    ...     '''Double a number.'''
+    ...     return 2 * x
+    >>> @reward
+    ... def correct(prediction, answer):
+    ...     return float(prediction == answer)
+    >>> env = ToolEnv(tools=[double], tasks=ListTasks([{"prompt": "Double 21.", "answer": "42"}]), reward=correct)
+    >>> obs, info = env.reset(seed=0)
+    >>> env.step('<tool_call>{"name": "double", "arguments": {"x": 21}}</tool_call>')[0]
+    '42'
+    >>> env.step("<answer>42</answer>")[1:3]
+    (1.0, True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import msgspec
+
+from agentfly_env.cache import Cache, cache_key, make_cache
+from agentfly_env.core import AgentEnv, Transition
+from agentfly_env.parsing import Parser, get_parser
+from agentfly_env.pool import Lease, ResourceManager, default_manager
+from agentfly_env.rewards import Reward
+from agentfly_env.spaces import ToolCallSpace
+from agentfly_env.tasks import TaskSource
+from agentfly_env.tools import Tool, tool
+from agentfly_env.types import Step, ToolCall, ToolResult
+
+NO_ACTION = "no_action"
+
+
+@tool(name="finish")
+def finish_tool(answer: str) -> str:
+    """Submit your final answer and end the episode.
+
+    Args:
+        answer: The final answer.
+    """
+    return answer
+
+
+class ToolEnv(AgentEnv):
+    """An env made of tools, a task source and a reward.
+
+    Args:
+        tools: The tools the model may call.
+        tasks: Where tasks come from; reset options ``task`` / ``task_index`` pick one.
+        reward: Scores the final answer; asks for context values by name (see :mod:`agentfly_env.rewards`).
+        parser: A :class:`~agentfly_env.parsing.Parser` or its name: ``hermes`` (default), ``json``,
+            ``react`` or ``bracket``.
+        answer_mode: ``"tag"``: a final answer is ``<answer_tag>...</answer_tag>`` in the text;
+            ``"tool"``: the model calls ``finish(answer=...)``.
+        answer_tag: The tag name for ``answer_mode="tag"``.
+        system_prompt: Task instructions; the tool list and call format are appended.
+        success_threshold: A score at or above this counts as success when the reward does not say.
+        tool_timeout_s: Overrides each tool's own timeout when set.
+        max_calls_per_turn: Calls beyond this in one turn are not run; the model is told.
+        cache: Cache for tools declared ``cache=True``: a :class:`~agentfly_env.cache.Cache` or a spec
+            such as ``"redis://localhost:6379/0"`` (default: in-process memory).
+        resources: The manager whose pools lend stateful tools their resources.
+        lease_timeout_s: How long to wait for a pooled resource before the call fails.
+        **kwargs: Passed to :class:`~agentfly_env.core.AgentEnv` (``max_turns``, ...).
+    """
+
+    def __init__(
+        self,
+        *,
+        tools: Sequence[Tool],
+        tasks: TaskSource,
+        reward: Reward,
+        parser: str | Parser = "hermes",
+        answer_mode: Literal["tag", "tool"] = "tag",
+        answer_tag: str = "answer",
+        system_prompt: str = "Solve the task. Use the tools when they help.",
+        success_threshold: float = 1.0,
+        tool_timeout_s: float | None = None,
+        max_calls_per_turn: int = 8,
+        cache: Cache | str | None = None,
+        resources: ResourceManager | None = None,
+        lease_timeout_s: float | None = 60.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if answer_mode not in ("tag", "tool"):
+            raise ValueError(f"answer_mode must be 'tag' or 'tool', got {answer_mode!r}")
+        self.tools: dict[str, Tool] = {}
+        for item in [*tools, *([finish_tool] if answer_mode == "tool" else [])]:
+            if item.name in self.tools:
+                raise ValueError(f"two tools are named {item.name!r}")
+            self.tools[item.name] = item
+        self.tasks = tasks
+        self.reward = reward
+        self.parser = get_parser(parser)
+        self.answer_mode = answer_mode
+        self.answer_tag = answer_tag
+        self._answer_pattern = re.compile(rf"<{re.escape(answer_tag)}>(.*?)</{re.escape(answer_tag)}>", re.DOTALL)
+        self.success_threshold = success_threshold
+        self.tool_timeout_s = tool_timeout_s
+        self.max_calls_per_turn = max_calls_per_turn
+        self.cache = make_cache(cache) if any(t.cache for t in self.tools.values()) else None
+        self.resources = resources if resources is not None else default_manager()
+        self.lease_timeout_s = lease_timeout_s
+        self.tool_schemas = [t.schema for t in self.tools.values()]
+        self.system_prompt = self._build_system_prompt(system_prompt)
+        self.action_space = ToolCallSpace(
+            [t for t in self.tools.values() if t is not finish_tool],
+            self.parser.format_call,
+            answers=self.format_answer,
+        )
+        self.task: dict[str, Any] = {}
+        self._leases: dict[str, Lease[Any]] = {}
+        self._lease_lock = asyncio.Lock()
+
+    # ----------------------------------------------------------------- prompts and answers
+
+    def format_answer(self, answer: str) -> str:
+        """The model text that submits ``answer`` in this env's answer mode."""
+        if self.answer_mode == "tool":
+            return self.parser.format_call(ToolCall("finish", {"answer": answer}))
+        return f"<{self.answer_tag}>{answer}</{self.answer_tag}>"
+
+    def _build_system_prompt(self, instructions: str) -> str:
+        listed = "\n".join(json.dumps(schema["function"], ensure_ascii=False) for schema in self.tool_schemas)
+        how_to_answer = (
+            "When you are done, call the `finish` tool with your final answer."
+            if self.answer_mode == "tool"
+            else f"When you are done, give your final answer as <{self.answer_tag}>...</{self.answer_tag}>."
+        )
+        parts = [instructions.strip()]
+        if self.tool_schemas:
+            parts += [f"You can call these tools:\n{listed}", self.parser.instructions()]
+        parts.append(how_to_answer)
+        return "\n\n".join(part for part in parts if part)
+
+    def find_answer(self, action: str, calls: Sequence[ToolCall]) -> str | None:
+        """The final answer in a turn, or None when the turn does not answer."""
+        if self.answer_mode == "tag":
+            match = self._answer_pattern.search(action)
+            return match.group(1).strip() if match else None
+        for call in calls:
+            if call.name == "finish":
+                try:
+                    return str(finish_tool.bind_arguments(call.arguments)["answer"]).strip()
+                except ValueError:
+                    return None  # a malformed finish call is reported like any bad call
+        return None
+
+    # ----------------------------------------------------------------- episode
+
+    async def _reset(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        self.task = self.tasks.select(options, self.np_random)
+        info = {
+            "task": copy.deepcopy(self.task),  # the caller may keep or change it; our copy stays intact
+            "tools": [dict(schema) for schema in self.tool_schemas],
+            "system_prompt": self.system_prompt,
+            "env_id": self.env_id,
+        }
+        return self.task["prompt"], info
+
+    async def _step(self, action: str) -> Transition:
+        parsed = self.parser.parse(action)
+        calls = parsed.calls
+        errors: Counter[str] = Counter()
+        if parsed.errors:
+            errors["parse_error"] = len(parsed.errors)
+        answer = self.find_answer(action, calls)
+        record = Step(action, "", 0.0, False, False, tool_calls=list(calls), parse_errors=list(parsed.errors))
+
+        if answer is not None:
+            result = await self.reward.compute(self._reward_context(answer))
+            success = result.success if result.success is not None else result.score >= self.success_threshold
+            components = dict(result.components) or {self.reward.name: result.score}
+            record.reward_components = components
+            info = {
+                "tool_calls": list(calls),
+                "tool_results": [],
+                "parse_errors": list(parsed.errors),
+                "errors": dict(errors),
+                "answer": answer,
+                "success": success,
+                "reward_components": components,
+                "reward_details": dict(result.details),
+            }
+            return Transition("", result.score, terminated=True, info=info, record=record)
+
+        if len(calls) > self.max_calls_per_turn:
+            errors["too_many_calls"] = 1
+        results = await self._run_calls(calls[: self.max_calls_per_turn])
+        for item in results:
+            if item.error is not None:
+                errors[item.error] += 1
+        record.tool_results = results
+        observation = self._format_observation(results, parsed.errors, len(calls))
+        if not calls and not parsed.errors:
+            errors[NO_ACTION] = 1
+        info = {
+            "tool_calls": list(calls),
+            "tool_results": results,
+            "parse_errors": list(parsed.errors),
+            "errors": dict(errors),
+            "success": False,
+        }
+        return Transition(observation, 0.0, info=info, record=record)
+
+    def _reward_context(self, prediction: str | None) -> dict[str, Any]:
+        context = dict(self.task)
+        context.update(prediction=prediction, trajectory=self.trajectory, task=dict(self.task), env=self)
+        return context
+
+    def _format_observation(self, results: list[ToolResult], parse_errors: Sequence[Any], n_calls: int) -> str:
+        parts = [f"Error: {error.message}" for error in parse_errors]
+        if n_calls > self.max_calls_per_turn:
+            parts.append(
+                f"Error: {n_calls} tool calls in one turn; only the first {self.max_calls_per_turn} were run."
+            )
+        if len(results) == 1 and not parts:
+            return results[0].output
+        parts += [f"[{item.name}] {item.output}" for item in results]
+        if not parts:
+            return (
+                "No tool call or final answer found. "
+                + (self.parser.instructions() if self.tool_schemas else "")
+                + " "
+                + f"To finish, answer like this: {self.format_answer('...')}"
+            ).strip()
+        return "\n".join(parts)
+
+    # ----------------------------------------------------------------- running tools
+
+    async def _run_calls(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        if len(calls) == 1:  # the common case, without gather's task overhead
+            return [await self._run_call(calls[0])]
+        return list(await asyncio.gather(*(self._run_call(call) for call in calls)))
+
+    async def _run_call(self, call: ToolCall) -> ToolResult:
+        chosen = self.tools.get(call.name)
+        if chosen is None or chosen is finish_tool:
+            known = ", ".join(name for name in self.tools if name != "finish") or "none"
+            return ToolResult(call.name, f"Error: unknown tool `{call.name}`. Available tools: {known}.", "unknown_tool", call.id)
+        if chosen.cache and self.cache is not None:
+            return await self._run_cached(chosen, call)
+        injected: dict[str, Any] = {"env": self, "task": self.task}
+        if chosen.resource is not None:
+            try:
+                injected["resource"] = await self._lease(chosen.resource)
+            except Exception as error:  # pool exhausted, backend failed to start
+                return ToolResult(call.name, f"Error: `{call.name}` is unavailable: {error}", "tool_error", call.id)
+        result = await chosen.call(call.arguments, call_id=call.id, injected=injected, timeout_s=self.tool_timeout_s)
+        if result.error == "timeout" and chosen.resource is not None:
+            # A backend that missed its deadline may be wedged: replace it, and say the state is gone.
+            await self._release(chosen.resource, broken=True)
+            result.output += " Its session was restarted; earlier state is lost."
+        return result
+
+    async def _run_cached(self, chosen: Tool, call: ToolCall) -> ToolResult:
+        assert self.cache is not None
+        key = cache_key(f"tool:{chosen.name}", call.arguments)
+        hit = await self.cache.get(key)
+        if hit is not None:
+            return ToolResult(chosen.name, hit.decode(), None, call.id, cached=True)
+        result = await chosen.call(
+            call.arguments, call_id=call.id, injected={"env": self, "task": self.task}, timeout_s=self.tool_timeout_s
+        )
+        if result.error is None:
+            await self.cache.set(key, result.output.encode())
+        return result
+
+    async def _lease(self, pool_name: str) -> Any:
+        # The lock keeps two concurrent calls of one turn from leasing two resources for the episode.
+        async with self._lease_lock:
+            lease = self._leases.get(pool_name)
+            if lease is None:
+                lease = await self.resources.pool(pool_name).acquire(timeout=self.lease_timeout_s)
+                self._leases[pool_name] = lease
+            return lease.resource
+
+    async def _release(self, pool_name: str, *, broken: bool = False) -> None:
+        lease = self._leases.pop(pool_name, None)
+        if lease is not None:
+            await lease.release(broken=broken)
+
+    async def _end_episode(self) -> None:
+        for name in list(self._leases):
+            await self._release(name)
+
+    def stats(self) -> dict[str, Any]:
+        """Cache and pool statistics of this env, for logs and benchmarks."""
+        stats: dict[str, Any] = {"pools": {name: msgspec.to_builtins(s) for name, s in self.resources.stats().items()}}
+        if self.cache is not None:
+            stats["cache"] = msgspec.to_builtins(self.cache.stats())
+        return stats

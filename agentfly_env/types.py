@@ -1,0 +1,109 @@
+"""The data types that cross module boundaries: messages, tool calls, steps, trajectories.
+
+All are msgspec Structs, so they encode to JSON or msgpack quickly and validate on decode.
+
+Example:
+    >>> call = ToolCall(name="calculator", arguments={"expression": "1 + 2"})
+    >>> msgspec.json.decode(msgspec.json.encode(call), type=ToolCall) == call
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolCall(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One tool invocation parsed from a model turn.
+
+    ``arguments`` is a JSON object for function-calling formats. Formats that carry one bare
+    string (ReAct ``Action Input: foo``, bracket ``search[foo]``) give a ``str``; the tool binds it to
+    its single parameter.
+    """
+
+    name: str
+    arguments: dict[str, Any] | str = msgspec.field(default_factory=dict)
+    id: str | None = None
+
+
+class ParseError(msgspec.Struct, frozen=True):
+    """Why a piece of model text could not be read as a tool call.
+
+    ``message`` is written for the model: it says what was wrong and how a valid call looks.
+    ``snippet`` is a short excerpt of the offending text (at most a few hundred characters).
+    """
+
+    message: str
+    snippet: str = ""
+
+
+class ParseResult(msgspec.Struct, frozen=True):
+    """What a parser read from one model turn: the calls it found and the errors it met."""
+
+    calls: list[ToolCall] = msgspec.field(default_factory=list)
+    errors: list[ParseError] = msgspec.field(default_factory=list)
+
+
+class ToolResult(msgspec.Struct, omit_defaults=True):
+    """The outcome of running one tool call.
+
+    It holds no timing, so the results of a seeded rollout compare equal; step latency is on :class:`Step`.
+
+    ``error`` is set (and ``output`` holds the model-facing explanation) when the call failed:
+    unknown tool, bad arguments, an exception in the tool, or a timeout.
+    """
+
+    name: str
+    output: str
+    error: Literal["unknown_tool", "invalid_arguments", "tool_error", "timeout"] | None = None
+    call_id: str | None = None
+    cached: bool = False
+
+
+class Message(msgspec.Struct, omit_defaults=True):
+    """A chat message in the OpenAI shape (``tool_calls`` only on assistant turns)."""
+
+    role: Role
+    content: str
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: list[ToolCall] | None = None
+
+
+class Step(msgspec.Struct, omit_defaults=True):
+    """One env step: the model's action and what the env answered."""
+
+    action: str
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+    tool_results: list[ToolResult] = msgspec.field(default_factory=list)
+    parse_errors: list[ParseError] = msgspec.field(default_factory=list)
+    reward_components: dict[str, float] = msgspec.field(default_factory=dict)
+    truncation_reason: str | None = None
+    latency_s: float = 0.0
+
+
+class Trajectory(msgspec.Struct, omit_defaults=True):
+    """A whole episode: the task, the first observation and every step."""
+
+    env_id: str
+    observation: str
+    seed: int | None = None
+    task: dict[str, Any] = msgspec.field(default_factory=dict)
+    steps: list[Step] = msgspec.field(default_factory=list)
+    episode_id: str | None = None
+
+    @property
+    def total_reward(self) -> float:
+        return sum(step.reward for step in self.steps)
+
+    @property
+    def done(self) -> bool:
+        return bool(self.steps) and (self.steps[-1].terminated or self.steps[-1].truncated)

@@ -1,0 +1,1 @@
+"""agentfly-bench: standalone environment benchmarking (``agentfly-bench --help``)."""

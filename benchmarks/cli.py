@@ -1,0 +1,109 @@
+"""``agentfly-bench``: standalone environment benchmarking, JSON plus a readable table.
+
+Examples::
+
+    agentfly-bench                         # the core suite and every registered env
+    agentfly-bench AgentFly/Math-v0 --concurrency 1 8 64 256 --compare gym-sync gym-async
+    agentfly-bench --suite core --json bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+import agentfly_env
+from agentfly_bench.baselines import BASELINES
+from agentfly_bench.core_suite import run_core
+from agentfly_bench.env_suite import run_env
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="agentfly-bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("env_ids", nargs="*", help="env ids to benchmark (default: all registered)")
+    parser.add_argument("--suite", choices=["core", "envs", "all"], default="all")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 64, 256])
+    parser.add_argument("--steps", type=int, default=5_000, help="env steps per throughput measurement")
+    parser.add_argument("--compare", nargs="*", default=[], choices=sorted(BASELINES), help="baselines to run in the same call")
+    parser.add_argument("--env-kwargs", type=json.loads, default={}, help='JSON passed to gym.make, e.g. \'{"difficulty": 1}\'')
+    parser.add_argument("--json", type=Path, default=Path("bench-results/bench.json"), help="where to write the JSON results")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
+    args = parser.parse_args(argv)
+    unknown = [env_id for env_id in args.env_ids if env_id not in agentfly_env.registered_ids()]
+    if unknown:
+        parser.error(f"unknown env ids {unknown}; registered: {agentfly_env.registered_ids()}")
+    return args
+
+
+def render(results: dict[str, Any], console: Console) -> None:
+    core = results.get("core")
+    if core:
+        table = Table(title="Framework overhead (µs)")
+        for column in ("measure", "p50", "p90", "p99", "mean"):
+            table.add_column(column, justify="right" if column != "measure" else "left")
+        for name, stats in core.items():
+            table.add_row(name, *(f"{stats[key]:.1f}" for key in ("p50_us", "p90_us", "p99_us", "mean_us")))
+        console.print(table)
+    for env_id, env in results.get("envs", {}).items():
+        table = Table(title=f"{env_id}: latency (ms)")
+        for column in ("call", "p50", "p90", "p99"):
+            table.add_column(column, justify="right" if column != "call" else "left")
+        for call in ("reset", "step"):
+            stats = env[call]
+            table.add_row(call, *(f"{stats[key] / 1000:.3f}" for key in ("p50_us", "p90_us", "p99_us")))
+        console.print(table)
+        names = sorted({name for row in env["throughput"].values() for name in row}, key=lambda n: n != "agentfly")
+        table = Table(title=f"{env_id}: steps/s by number of concurrent envs")
+        table.add_column("envs", justify="right")
+        for name in names:
+            table.add_column(name, justify="right")
+        for name in names[1:]:
+            table.add_column(f"agentfly / {name}", justify="right")
+        for level, row in env["throughput"].items():
+            ratios = [f"{row['agentfly'] / row[name]:.1f}x" for name in names[1:]]
+            table.add_row(level, *(f"{row[name]:,.0f}" for name in names), *ratios)
+        console.print(table)
+        memory = env["memory"]
+        console.print(
+            f"memory: this process {memory['self_mib']:.0f} MiB, {memory['backend_processes']} backend processes "
+            f"{memory['backends_mib']:.0f} MiB; pools: {env['pools'] or 'none'}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    console = Console()
+    results: dict[str, Any] = {
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "args": {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()},
+    }
+    if args.suite in ("core", "all"):
+        with console.status("core suite"):
+            results["core"] = run_core(quick=args.quick)
+    if args.suite in ("envs", "all"):
+        results["envs"] = {}
+        steps = min(args.steps, 500) if args.quick else args.steps
+        for env_id in args.env_ids or agentfly_env.registered_ids():
+            with console.status(f"{env_id}"):
+                results["envs"][env_id] = run_env(
+                    env_id, concurrency=args.concurrency, steps=steps, compare=args.compare, env_kwargs=args.env_kwargs
+                )
+    render(results, console)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2))
+    console.print(f"results written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

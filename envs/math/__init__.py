@@ -1,0 +1,182 @@
+"""``AgentFly/Math-v0``: procedurally generated reasoning tasks with a calculator tool.
+
+Tasks come from `reasoning-gym <https://pypi.org/project/reasoning-gym/>`_, which runs offline and
+ships 100+ generators (arithmetic, algebra, countdown, logic, ...) each with its own answer scorer.
+Every one of them is reachable through the ``dataset`` option; ``difficulty`` picks the generator's
+curriculum level. The reward is the generator's own scorer on the final ``<answer>``.
+
+Example:
+    >>> import gymnasium as gym, agentfly_env
+    >>> env = gym.make("AgentFly/Math-v0", dataset="basic_arithmetic", difficulty=0)
+    >>> obs, info = env.reset(seed=3)
+    >>> sorted(tool["function"]["name"] for tool in info["tools"])
+    ['calculator']
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import reasoning_gym
+from reasoning_gym.factory import CURRICULA, DATASETS
+
+from agentfly_env.rewards import RewardResult, reward
+from agentfly_env.tasks import TaskSource
+from agentfly_env.tool_env import ToolEnv
+from agentfly_env.tools import tool
+from agentfly_env.types import ToolCall
+from agentfly_envs.math.calculator import CalculatorError, evaluate
+
+__all__ = ["MathEnv", "ReasoningGymTasks", "calculator", "dataset_names"]
+
+SYSTEM_PROMPT = (
+    "You are solving a reasoning problem. Think step by step; use the calculator for arithmetic you "
+    "are not sure of. Give only the final answer inside the answer tags."
+)
+
+#: Seeds of the two splits are far apart, so train and eval tasks never coincide by accident.
+SPLIT_SEED_OFFSET = {"train": 0, "eval": 1_000_003}
+
+
+@tool(examples=[{"expression": "12 * (3 + 4)"}, {"expression": "2**10 - 1"}, {"expression": "sqrt(144) / 3"}])
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression exactly.
+
+    Supports + - * / // % ** and parentheses, sqrt, log, exp, sin, cos, tan, floor, ceil, abs,
+    round, factorial, gcd, lcm, min, max, pi and e.
+
+    Args:
+        expression: The expression, e.g. "12 * (3 + 4) / 7".
+    """
+    try:
+        return evaluate(expression)
+    except CalculatorError as error:
+        return f"Error: {error}"
+
+
+def dataset_names() -> list[str]:
+    """Every reasoning-gym dataset this env can serve."""
+    return sorted(DATASETS)
+
+
+class ReasoningGymTasks(TaskSource):
+    """A reasoning-gym dataset as a task source.
+
+    Args:
+        dataset: The reasoning-gym dataset name (see :func:`dataset_names`).
+        size: Number of tasks in the split.
+        seed: Dataset seed; the split's offset is added so train and eval differ.
+        split: ``"train"`` or ``"eval"``.
+        difficulty: Curriculum level (0 is easiest), or None for the dataset's default config.
+        config: Overrides of the dataset's config fields (e.g. ``{"max_terms": 3}``).
+    """
+
+    def __init__(
+        self,
+        dataset: str = "basic_arithmetic",
+        *,
+        size: int = 10_000,
+        seed: int = 0,
+        split: Literal["train", "eval"] = "train",
+        difficulty: int | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        if dataset not in DATASETS:
+            raise ValueError(f"unknown reasoning-gym dataset {dataset!r}; known: {', '.join(dataset_names())}")
+        if split not in SPLIT_SEED_OFFSET:
+            raise ValueError(f"split must be one of {list(SPLIT_SEED_OFFSET)}, got {split!r}")
+        self.dataset_name = dataset
+        dataset_class, config_class = DATASETS[dataset]
+        fields = {"seed": seed + SPLIT_SEED_OFFSET[split], "size": size, **(config or {})}
+        if difficulty is not None:
+            if dataset not in CURRICULA:
+                raise ValueError(f"dataset {dataset!r} has no curriculum, so `difficulty` cannot be set")
+            curriculum = reasoning_gym.factory.create_curriculum(dataset)
+            curriculum.set_global_level(difficulty)
+            dataset_config = curriculum.generate_configuration(fields)
+        else:
+            dataset_config = config_class(**fields)
+        if hasattr(dataset_config, "validate"):
+            dataset_config.validate()
+        self.dataset = dataset_class(config=dataset_config)
+        # Items are generated on demand and some generators take tens of ms each: keep recent ones.
+        self._entry = functools.lru_cache(maxsize=4096)(self.dataset.__getitem__)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        entry = self._entry(index)
+        return {
+            "id": f"{self.dataset_name}/{index}",
+            "prompt": entry["question"],
+            "answer": entry["answer"],
+            "metadata": entry.get("metadata", {}),
+            "dataset": self.dataset_name,
+        }
+
+    def score(self, prediction: str | None, task: dict[str, Any]) -> float:
+        """The dataset's own scorer on a final answer."""
+        entry = {"question": task["prompt"], "answer": task["answer"], "metadata": task.get("metadata", {})}
+        return float(self.dataset.score_answer(prediction, entry))
+
+
+class MathEnv(ToolEnv):
+    """Reasoning problems with tools; the episode ends on ``<answer>...</answer>``.
+
+    Args:
+        dataset: reasoning-gym dataset name; default ``basic_arithmetic``.
+        difficulty: Curriculum level, or None for the dataset's default config.
+        config: Overrides of the dataset's config fields.
+        split: ``"train"`` or ``"eval"``.
+        size: Tasks per split.
+        dataset_seed: Seed of the generated dataset (episode seeds pick tasks within it).
+        tools: Names of the tools to offer: ``"calculator"``.
+        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns``, ``parser``, ...).
+    """
+
+    AVAILABLE_TOOLS = {"calculator": calculator}
+
+    def __init__(
+        self,
+        dataset: str = "basic_arithmetic",
+        *,
+        difficulty: int | None = None,
+        config: dict[str, Any] | None = None,
+        split: Literal["train", "eval"] = "train",
+        size: int = 10_000,
+        dataset_seed: int = 0,
+        tools: Sequence[str] = ("calculator",),
+        **kwargs: Any,
+    ) -> None:
+        unknown = [name for name in tools if name not in self.AVAILABLE_TOOLS]
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; available: {sorted(self.AVAILABLE_TOOLS)}")
+        self.task_source = ReasoningGymTasks(
+            dataset, size=size, seed=dataset_seed, split=split, difficulty=difficulty, config=config
+        )
+        kwargs.setdefault("max_turns", 6)
+        kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
+        super().__init__(
+            tools=[self.AVAILABLE_TOOLS[name] for name in tools],
+            tasks=self.task_source,
+            reward=reward(self._score, name="reasoning_gym"),
+            **kwargs,
+        )
+
+    def _score(self, prediction: str | None, task: dict[str, Any]) -> RewardResult:
+        score = self.task_source.score(prediction, task)
+        return RewardResult(score, {"correct": score})
+
+    def expert_action(self) -> str:
+        """A scripted expert: work the expression out with the calculator, then answer.
+
+        Used by the demo, the benchmark and the tests, it makes the env do real work on every step.
+        """
+        expression = self.task.get("metadata", {}).get("expression")
+        calculated = any(step.tool_calls for step in self.trajectory.steps) if self.trajectory else False
+        if expression and "calculator" in self.tools and not calculated:
+            return self.parser.format_call(ToolCall("calculator", {"expression": str(expression)}))
+        return self.format_answer(str(self.task["answer"]))
