@@ -9,7 +9,8 @@ Importing the package registers every ``AgentFly/*`` id with Gymnasium::
     observation, info = env.reset(seed=0)
 """
 
-from agentfly_env.core import AgentEnv, EnvStateError, Transition, run_sync
+from agentfly_env.aio import run_sync
+from agentfly_env.core import AgentEnv, EnvStateError, Transition
 from agentfly_env.parsing import Parser, get_parser
 from agentfly_env.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
 from agentfly_env.registration import register_envs, registered_ids

@@ -125,6 +125,11 @@ def cache_key(namespace: str, *parts: object) -> str:
     return f"{namespace}:{hashlib.blake2b(payload, digest_size=16).hexdigest()}"
 
 
+def _check_ttl(ttl_s: float | None) -> None:
+    if ttl_s is not None and not ttl_s > 0:
+        raise ValueError(f"ttl_s must be positive or None, got {ttl_s!r}")
+
+
 def _expires_at(ttl_s: float | None) -> float | None:
     """The wall-clock expiry for a TTL; wall time, not monotonic, so other processes agree."""
     return None if ttl_s is None else time.time() + ttl_s
@@ -143,7 +148,7 @@ class Cache(abc.ABC):
         self._warned = False
 
     async def get(self, key: str) -> bytes | None:
-        """Return the value stored under ``key``, or None if absent or expired."""
+        """Return the value stored under ``key``, or None if absent, expired or unreadable."""
         value = await self._get(key)
         if value is None:
             self._stats.misses += 1
@@ -157,8 +162,7 @@ class Cache(abc.ABC):
         Raises:
             ValueError: If ``ttl_s`` is not positive (a caller bug, not a backend failure).
         """
-        if ttl_s is not None and not ttl_s > 0:
-            raise ValueError(f"ttl_s must be positive or None, got {ttl_s!r}")
+        _check_ttl(ttl_s)
         await self._set(key, value, ttl_s)
         self._stats.sets += 1
 
@@ -182,7 +186,11 @@ class Cache(abc.ABC):
 
         Returns:
             ``(value, was_hit)``; ``was_hit`` is False only for the call that ran ``compute``.
+
+        Raises:
+            ValueError: If ``ttl_s`` is not positive (checked before computing).
         """
+        _check_ttl(ttl_s)
         while (pending := self._inflight.get(key)) is not None:
             try:
                 # shield: a cancelled waiter must not cancel the future the others wait on.
@@ -348,7 +356,8 @@ class SQLiteCache(Cache):
             conn = sqlite3.connect(self.path, timeout=self._BUSY_TIMEOUT_S, isolation_level=None)
             try:
                 self._enable_wal(conn)
-                conn.execute("PRAGMA synchronous=NORMAL")  # safe with WAL; a cache needs no fsync per write.
+                # NORMAL is safe with WAL (it only risks the last writes on power loss): fine for a cache.
+                conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(
                     "CREATE TABLE IF NOT EXISTS cache ("
                     "key TEXT PRIMARY KEY, value BLOB NOT NULL, expires_at REAL)"
@@ -500,7 +509,9 @@ class RedisCache(Cache):
         self._retry_at = time.monotonic() + self._retry_after_s
         return True
 
-    async def _dispatch(self, redis_op: Callable[[], Awaitable[T]], fallback_op: Callable[[], Awaitable[T]]) -> T:
+    async def _dispatch(
+        self, redis_op: Callable[[], Awaitable[T]], fallback_op: Callable[[], Awaitable[T]]
+    ) -> T:
         if self._should_try_redis():
             try:
                 result = await redis_op()
@@ -512,7 +523,8 @@ class RedisCache(Cache):
             else:
                 if self._degraded:
                     self._degraded = False
-                    logger.info("redis cache at %s is reachable again", self.url)
+                    # No URL in the message: it may hold a password.
+                    logger.info("redis cache is reachable again; leaving the fallback")
                 return result
         self._stats.fallbacks += 1
         return await fallback_op()

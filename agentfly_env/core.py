@@ -24,21 +24,16 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import gymnasium as gym
 
+from agentfly_env.aio import run_sync
 from agentfly_env.spaces import TextSpace
 from agentfly_env.tools import truncate_text
 from agentfly_env.types import Step, Trajectory
-
-T = TypeVar("T")
-
 
 class EnvStateError(RuntimeError):
     """The env was used out of order: stepped before ``reset`` or after its episode ended."""
@@ -65,40 +60,6 @@ class Transition:
     truncation_reason: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
     record: Step | None = None
-
-
-_thread_state = threading.local()
-
-
-def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, on one event loop kept per thread.
-
-    A persistent loop (rather than ``asyncio.run`` per call) keeps pools and connections that are bound
-    to a loop usable across calls, and costs microseconds instead of a loop's creation. Called from a
-    thread whose loop is already running (a notebook), it runs the coroutine on a helper thread.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        loop = getattr(_thread_state, "loop", None)
-        if loop is None or loop.is_closed():
-            loop = _thread_state.loop = asyncio.new_event_loop()
-        return loop.run_until_complete(coroutine)
-    result: list[Any] = []
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            result.append(run_sync(coroutine))
-        except BaseException as error:  # re-raised in the caller's thread
-            errors.append(error)
-
-    worker = threading.Thread(target=target, name="agentfly-run-sync")
-    worker.start()
-    worker.join()
-    if errors:
-        raise errors[0]
-    return result[0]
 
 
 class AgentEnv(gym.Env[str, str]):

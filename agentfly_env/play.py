@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -100,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown env ids {unknown}; registered: {registered_ids()}")
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 120)  # logs are not 80 columns wide
     summaries: dict[str, dict[str, float]] = {}
     with TrajectoryWriter(args.out) as writer, Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
@@ -119,13 +120,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
 
-    table = Table(title=f"{args.policy} policy, {args.episodes} episodes per env")
-    columns = ["mean_reward", "success_rate", "turns_per_episode", "tool_calls_per_episode", "errors_per_episode", "truncated", "episodes_per_s"]
-    table.add_column("env")
-    for column in columns:
-        table.add_column(column.replace("_", " "), justify="right")
+    table = Table(title=f"{args.policy} policy, {args.episodes} episodes per env (per-episode means)")
+    columns = {
+        "mean_reward": "reward",
+        "success_rate": "solved",
+        "turns_per_episode": "turns",
+        "tool_calls_per_episode": "calls",
+        "errors_per_episode": "errors",
+        "truncated": "trunc",
+        "episodes_per_s": "eps/s",
+    }
+    table.add_column("env", no_wrap=True)
+    for header in columns.values():
+        table.add_column(header, justify="right")
     for env_id, summary in summaries.items():
-        table.add_row(env_id, *(f"{summary[column]:.2f}" for column in columns))
+        table.add_row(env_id, *(f"{summary[column]:.{0 if column == 'episodes_per_s' else 2}f}" for column in columns))
     console.print(table)
     console.print(f"trajectories: {args.out}")
     return 0

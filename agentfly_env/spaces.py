@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium.spaces import Space
@@ -92,13 +92,25 @@ def sample_json(schema: dict[str, Any], rng: np.random.Generator, depth: int = 0
     return random_words(rng)
 
 
+class ToolSpec(NamedTuple):
+    """What the action space needs of a tool: plain data, so the space pickles to worker processes."""
+
+    name: str
+    parameters: dict[str, Any]
+    examples: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, tool: Tool) -> ToolSpec:
+        return cls(tool.name, tool.parameters, tool.examples)
+
+
 class ToolCallSpace(TextSpace):
     """Model turns; :meth:`sample` writes a call of a random tool in the env's format, or an answer.
 
     Args:
         tools: The tools the env offers.
         format_call: Renders a :class:`ToolCall` as model text (the env parser's ``format_call``).
-        answers: Renders a final answer as model text, e.g. ``"<answer>{}</answer>".format``;
+        answers: Renders a final answer as model text (e.g. :class:`~agentfly_env.tool_env.AnswerFormat`);
             None when the env has no answer action.
         answer_probability: Share of samples that are answers rather than tool calls.
         max_length: Longest admitted string.
@@ -107,14 +119,14 @@ class ToolCallSpace(TextSpace):
 
     def __init__(
         self,
-        tools: Sequence[Tool],
+        tools: Sequence[Tool | ToolSpec],
         format_call: Callable[[ToolCall], str],
         answers: Callable[[str], str] | None = None,
         answer_probability: float = 0.2,
         max_length: int = 1 << 20,
         seed: int | np.random.Generator | None = None,
     ):
-        self.tools = list(tools)
+        self.tools = [item if isinstance(item, ToolSpec) else ToolSpec.of(item) for item in tools]
         self.format_call = format_call
         self.answers = answers
         self.answer_probability = answer_probability if self.tools else 1.0

@@ -29,7 +29,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentfly_env.core import AgentEnv, EnvStateError, run_sync
+from agentfly_env.aio import run_sync
+from agentfly_env.core import AgentEnv, EnvStateError
 
 
 @dataclass

@@ -4,8 +4,10 @@ A baseline measures steps/s of the same env id, at the same concurrency, with th
 through another way of running it. Later suites add their own (e.g. the stock engine of a task) by
 adding to :data:`BASELINES`; ``agentfly-bench --compare NAME`` picks them.
 
-In every runner only ``step`` calls are timed; computing the scripted actions is not, because a
-model would produce them outside the env in any setup.
+In every runner only ``step`` calls are timed. Computing the scripted actions is not, because a model
+would produce them outside the env in any setup; resetting finished episodes is not either (it is done
+between steps, with Gymnasium's autoreset disabled), because reset latency is measured on its own and
+some task generators spend far longer making a task than an env spends on a step.
 """
 
 from __future__ import annotations
@@ -26,16 +28,19 @@ ThroughputRunner = Callable[[str, int, int, dict[str, Any]], float]
 
 def agentfly_vector(env_id: str, num_envs: int, steps: int, env_kwargs: dict[str, Any]) -> float:
     """Ours: :class:`~agentfly_env.AgentVectorEnv`, every env stepped concurrently on one event loop."""
-    vec = AgentVectorEnv.make(env_id, num_envs, autoreset=True, **env_kwargs)
+    vec = AgentVectorEnv.make(env_id, num_envs, **env_kwargs)
     try:
         vec.reset(seed=0)
         done, elapsed = 0, 0.0
         while done < steps:
             actions = {i: expert_action(env) for i, env in enumerate(vec.envs)}
             started = time.perf_counter()
-            run_sync(vec.astep(actions))
+            result = run_sync(vec.astep(actions))
             elapsed += time.perf_counter() - started
             done += num_envs
+            ended = [i for i, end in zip(result.indices, result.terminated | result.truncated, strict=True) if end]
+            if ended:
+                vec.reset(indices=ended)
         return done / elapsed
     finally:
         vec.close()
@@ -43,7 +48,7 @@ def agentfly_vector(env_id: str, num_envs: int, steps: int, env_kwargs: dict[str
 
 def _gymnasium_vector(mode: str) -> ThroughputRunner:
     def runner(env_id: str, num_envs: int, steps: int, env_kwargs: dict[str, Any]) -> float:
-        vector_kwargs: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}
+        vector_kwargs: dict[str, Any] = {"autoreset_mode": AutoresetMode.DISABLED}
         if mode == "async":
             vector_kwargs["shared_memory"] = False  # text observations cannot live in shared arrays
         vec = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, vector_kwargs=vector_kwargs, **env_kwargs)
@@ -53,9 +58,12 @@ def _gymnasium_vector(mode: str) -> ThroughputRunner:
             while done < steps:
                 actions = vec.call("expert_action")
                 started = time.perf_counter()
-                vec.step(actions)
+                _, _, terminated, truncated, _ = vec.step(actions)
                 elapsed += time.perf_counter() - started
                 done += num_envs
+                ended = terminated | truncated
+                if ended.any():
+                    vec.reset(options={"reset_mask": ended})
             return done / elapsed
         finally:
             vec.close()

@@ -38,7 +38,9 @@ class RedisServer:
         RuntimeError: From :meth:`start`, if the binary is missing or the server does not come up.
     """
 
-    def __init__(self, port: int | None = None, binary: str = "redis-server", startup_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, port: int | None = None, binary: str = "redis-server", startup_timeout_s: float = 5.0
+    ) -> None:
         self.port = port if port is not None else free_port()
         self._binary = binary
         self._startup_timeout_s = startup_timeout_s

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from agentfly_env.core import AgentEnv, EnvStateError, Transition, run_sync
+from agentfly_env.aio import run_sync
+from agentfly_env.core import AgentEnv, EnvStateError, Transition
 
 
 class Counter(AgentEnv):
