@@ -10,8 +10,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -62,3 +63,16 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     if errors:
         raise errors[0]
     return result[0]
+
+
+async def call_function(function: Callable[..., Any], kwargs: Mapping[str, Any], *, blocking: bool = False) -> Any:
+    """Call a sync or coroutine function from async code: awaited, in a worker thread, or inline.
+
+    ``blocking`` sends a sync function to a worker thread, for slow calls that must not hold up the
+    event loop; a quick sync function is called inline, which costs nothing.
+    """
+    if inspect.iscoroutinefunction(function):
+        return await function(**kwargs)
+    if blocking:
+        return await asyncio.to_thread(function, **kwargs)
+    return function(**kwargs)

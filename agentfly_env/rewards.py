@@ -20,13 +20,14 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
+
+from agentfly_env.aio import call_function
 
 
 class RewardResult(msgspec.Struct, omit_defaults=True):
@@ -52,7 +53,6 @@ class Reward:
         self.function = function
         self.name = name or function.__name__
         self.blocking = blocking
-        self.is_async = inspect.iscoroutinefunction(function)
         signature = inspect.signature(function)
         self.accepts_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
         self.parameters = [
@@ -84,13 +84,7 @@ class Reward:
                     f"available: {sorted(context)}"
                 )
             kwargs = {name: context[name] for name in self.parameters if name in context}
-        if self.is_async:
-            value = await self.function(**kwargs)
-        elif self.blocking:
-            value = await asyncio.to_thread(self.function, **kwargs)
-        else:
-            value = self.function(**kwargs)
-        return self._as_result(value)
+        return self._as_result(await call_function(self.function, kwargs, blocking=self.blocking))
 
     def _as_result(self, value: Any) -> RewardResult:
         result = value if isinstance(value, RewardResult) else None

@@ -36,6 +36,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from agentfly_env.aio import call_function
 from agentfly_env.types import ToolResult
 
 #: Parameter names the env fills in; they never appear in the schema.
@@ -169,7 +170,6 @@ class Tool:
         self.strict = strict
         self.max_output_chars = max_output_chars
         self.examples = list(examples or [])
-        self.is_async = inspect.iscoroutinefunction(function)
 
         summary, arg_docs = parse_docstring(function.__doc__)
         self.description = description or summary or self.name
@@ -269,12 +269,7 @@ class Tool:
                 kwargs[parameter] = injected.get(parameter)
         try:
             async with asyncio.timeout(timeout):
-                if self.is_async:
-                    value = await self.function(**kwargs)
-                elif self.blocking:
-                    value = await asyncio.to_thread(self.function, **kwargs)
-                else:
-                    value = self.function(**kwargs)
+                value = await call_function(self.function, kwargs, blocking=self.blocking)
         except TimeoutError:
             return ToolResult(
                 self.name,

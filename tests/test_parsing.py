@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import functools
 import sys
 import time
@@ -145,11 +144,6 @@ def test_limits_are_validated() -> None:
         HermesParser(max_calls=0)
     with pytest.raises(ValueError):
         JSONParser(max_errors=-1)
-
-
-def test_docstring_examples() -> None:
-    results = doctest.testmod(parsing)
-    assert results.attempted > 0 and results.failed == 0
 
 
 @all_parsers
