@@ -47,6 +47,7 @@ __all__ = [
     "ToolCallSpace",
     "ToolEnv",
     "ToolResult",
+    "Transition",
     "Trajectory",
     "get_parser",
     "load_jsonl_tasks",

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfly_env import parsing
 from agentfly_env.parsing import (
     PARSERS,
     SNIPPET_LIMIT,
