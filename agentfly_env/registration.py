@@ -17,6 +17,11 @@ import gymnasium as gym
 #: id -> entry point. Add a line here when a new env lands; the test suite picks it up by itself.
 ENV_ENTRY_POINTS: dict[str, str] = {
     "AgentFly/Math-v0": "agentfly_envs.math:MathEnv",
+    # webshop
+    # code
+    # scienceworld
+    # alfworld
+    # search
 }
 
 

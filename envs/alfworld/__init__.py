@@ -1,0 +1,1 @@
+"""AgentFly/alfworld: in progress."""

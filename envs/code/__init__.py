@@ -1,0 +1,1 @@
+"""AgentFly/code: in progress."""

@@ -1,0 +1,1 @@
+"""AgentFly/scienceworld: in progress."""

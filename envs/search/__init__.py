@@ -1,0 +1,1 @@
+"""AgentFly/search: in progress."""

@@ -1,0 +1,1 @@
+"""AgentFly/webshop: in progress."""
