@@ -5,6 +5,7 @@ Examples::
     agentfly-bench                         # the core suite and every registered env
     agentfly-bench AgentFly/Math-v0 --concurrency 1 8 64 256 --compare gym-sync gym-async
     agentfly-bench --suite core --json bench.json
+    agentfly-bench --suite webshop         # an env-specific suite from agentfly_bench.suites
 """
 
 from __future__ import annotations
@@ -26,18 +27,26 @@ import agentfly_env
 from agentfly_bench.baselines import BASELINES
 from agentfly_bench.core_suite import run_core
 from agentfly_bench.env_suite import run_env
+from agentfly_bench.suites import available as available_suites
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="agentfly-bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("env_ids", nargs="*", help="env ids to benchmark (default: all registered)")
-    parser.add_argument("--suite", choices=["core", "envs", "all"], default="all")
+    suites = available_suites()
+    parser.add_argument(
+        "--suite",
+        choices=["core", "envs", "all", *suites],
+        default="all",
+        help="all = core + envs; "
+        + "; ".join(f"{name}: {module.DESCRIPTION}" for name, module in suites.items()),
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 64, 256])
     parser.add_argument("--steps", type=int, default=5_000, help="env steps per throughput measurement")
     parser.add_argument("--compare", nargs="*", default=[], choices=sorted(BASELINES), help="baselines to run in the same call")
     parser.add_argument("--env-kwargs", type=json.loads, default={}, help='JSON passed to gym.make, e.g. \'{"difficulty": 1}\'')
     parser.add_argument("--json", type=Path, default=Path("bench-results/bench.json"), help="where to write the JSON results")
-    parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and smaller sizes (a smoke run)")
     args = parser.parse_args(argv)
     unknown = [env_id for env_id in args.env_ids if env_id not in agentfly_env.registered_ids()]
     if unknown:
@@ -111,7 +120,13 @@ def run(args: argparse.Namespace) -> int:
                 results["envs"][env_id] = run_env(
                     env_id, concurrency=args.concurrency, steps=steps, compare=args.compare, env_kwargs=args.env_kwargs
                 )
+    suites = available_suites()
+    if args.suite in suites:
+        with console.status(args.suite):
+            results[args.suite] = suites[args.suite].run(quick=args.quick)
     render(results, console)
+    if args.suite in suites:
+        suites[args.suite].render(results[args.suite], console)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2))
     console.print(f"results written to {args.json}")
