@@ -3,6 +3,7 @@
 - ``pool_lease``: ``async with pool.lease()`` + release of an idle resource (no hooks).
 - ``astep_overhead``: one ``astep`` of a :class:`~agentfly_env.ToolEnv` whose only tool does nothing,
   so what is timed is parsing, validation, dispatch, formatting and the episode record.
+- ``parse_<format>``: one parse of a typical one-call turn in each action format.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import time
 from typing import Any
 
 from agentfly_bench.measure import summarize
-from agentfly_env import ListTasks, PoolConfig, ResourcePool, ResourceSpec, ToolEnv, reward, tool
+from agentfly_env import ListTasks, PoolConfig, ResourcePool, ResourceSpec, ToolCall, ToolEnv, get_parser, reward, tool
+from agentfly_env.parsing import PARSERS
 
 
 async def bench_pool_lease(repeats: int = 20_000) -> dict[str, Any]:
@@ -58,9 +60,24 @@ async def bench_astep_overhead(repeats: int = 20_000) -> dict[str, Any]:
     return summarize(samples[repeats // 10 :])
 
 
+def bench_parse(name: str, repeats: int) -> dict[str, Any]:
+    parser = get_parser(name)
+    call = ToolCall("search", {"query": "red running shoes size 10"} if name != "bracket" else "red running shoes size 10")
+    text = f"I will search for this now, then summarize the results.\n{parser.format_call(call)}"
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        parser.parse(text)
+        samples.append(time.perf_counter() - started)
+    return summarize(samples[repeats // 10 :])
+
+
 def run_core(quick: bool = False) -> dict[str, Any]:
     repeats = 2_000 if quick else 20_000
-    return {
+    results = {
         "pool_lease": asyncio.run(bench_pool_lease(repeats)),
         "astep_overhead": asyncio.run(bench_astep_overhead(repeats)),
     }
+    for name in PARSERS:
+        results[f"parse_{name}"] = bench_parse(name, repeats)
+    return results

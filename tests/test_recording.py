@@ -37,13 +37,12 @@ def test_round_trip(tmp_path):
 def test_a_process_killed_mid_run_loses_nothing_it_wrote(tmp_path):
     path = tmp_path / "t.jsonl"
     script = f"""
-import os, sys
-sys.path.insert(0, {os.getcwd()!r})
+import os
 from agentfly_env.recording import TrajectoryWriter
-from tests.test_recording import trajectory
+from agentfly_env.types import Trajectory
 writer = TrajectoryWriter({str(path)!r})
 for n in range(5):
-    writer.write(trajectory(n))
+    writer.write(Trajectory(env_id="AgentFly/Math-v0", observation=f"task {{n}}", seed=n))
 # simulate dying in the middle of a line: a raw partial write, then SIGKILL
 os.write(writer._file.fileno(), b'{{"env_id": "AgentFly/Ma')
 os.kill(os.getpid(), 9)
