@@ -17,7 +17,7 @@ import gymnasium as gym
 #: id -> entry point. Add a line here when a new env lands; the test suite picks it up by itself.
 ENV_ENTRY_POINTS: dict[str, str] = {
     "AgentFly/Math-v0": "agentfly_envs.math:MathEnv",
-    # webshop
+    "AgentFly/WebShop-v0": "agentfly_envs.webshop:WebShopEnv",
     # code
     # scienceworld
     # alfworld

@@ -1,0 +1,311 @@
+"""``WebShopEnv``: the WebShop task as a multi-turn text env, played with ``search[...]`` / ``click[...]``.
+
+Each episode gives one goal's instruction; the shopper searches, opens products, picks options and buys.
+Clicking ``Buy Now`` ends the episode with the original reward. The same two actions exist in two forms:
+
+* ``action_mode="text"`` (default): the model's turn is one WebShop action, ``search[red shoes]`` or
+  ``click[Buy Now]`` (read by the framework's bracket parser).
+* ``action_mode="tools"``: ``search`` and ``click`` are tools (``info["tools"]`` has their schemas), called
+  in any function-calling format (``parser=``, default ``hermes``).
+
+An action the current page does not offer changes nothing, scores 0, says so in the observation (above
+the unchanged page) and counts in ``info["errors"]["invalid_action"]``; a turn that is not an action at all
+counts as a parse error. ``info["available_actions"]`` always lists what the page offers.
+
+Example:
+    >>> import tempfile
+    >>> env = WebShopEnv(num_products=100, split="all", cache_dir=tempfile.mkdtemp())
+    >>> observation, info = env.reset(seed=0)
+    >>> observation.startswith("WebShop [SEP] Instruction: [SEP] ")
+    True
+    >>> observation, reward, terminated, truncated, info = env.step("search[desk lamp]")
+    >>> info["page"], "back to search" in info["available_actions"]["clickables"]
+    ('results', True)
+    >>> env.step("click[Buy Now]")[0].startswith("Invalid action:")
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentfly_env.core import Transition
+from agentfly_env.parsing import BracketParser, Parser
+from agentfly_env.rewards import Reward, RewardResult
+from agentfly_env.spaces import TextSpace, random_words
+from agentfly_env.tool_env import ToolEnv
+from agentfly_env.tools import tool
+from agentfly_env.types import ToolCall
+from agentfly_envs.webshop.catalog import Catalog
+from agentfly_envs.webshop.data import Variant
+from agentfly_envs.webshop.goals import GoalTasks, Split
+from agentfly_envs.webshop.index import open_index
+from agentfly_envs.webshop.nouns import noun_extractor
+from agentfly_envs.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, Mode, Outcome, Session
+from agentfly_envs.webshop.reward import webshop_reward
+from agentfly_envs.webshop.shared import DEFAULT_NUM_GOALS, shared_catalog
+
+__all__ = ["SYSTEM_PROMPT", "WebShopEnv", "click", "search"]
+
+SYSTEM_PROMPT = (
+    "You are shopping on WebShop, an online store. Find the product the instruction describes, choose the "
+    "options it asks for, and buy it within the price it allows.\n"
+    "Actions: search[keywords] on the search page; click[x] where x is a button, a product ID or an option "
+    "value shown on the page, written as shown. 'Back to Search' starts over, '< Prev' goes back, 'Next >' "
+    "shows more results, 'Description', 'Features' and 'Reviews' show more about a product. Clicking "
+    "'Buy Now' buys the product on the page with the options selected and ends the episode."
+)
+
+
+@tool(examples=[{"keywords": "long lasting lipstick"}])
+async def search(keywords: str, env: Any) -> str:
+    """Search the shop for products (only on the search page).
+
+    Args:
+        keywords: What to search for, e.g. "waterproof bluetooth speaker".
+    """
+    return await env.act("search", keywords)
+
+
+@tool(examples=[{"value": "Buy Now"}, {"value": "Back to Search"}])
+async def click(value: str, env: Any) -> str:
+    """Click a button, a product ID or an option value shown on the current page.
+
+    Args:
+        value: The text of what to click, as shown, e.g. "Next >", "B07XYZ1234", "large" or "Buy Now".
+    """
+    return await env.act("click", value)
+
+
+@dataclass
+class _Choices:
+    """What the current page offers, for sampling plausible actions (plain data: it pickles)."""
+
+    has_search_bar: bool = True
+    clickables: list[str] = field(default_factory=list)
+    words: list[str] = field(default_factory=list)
+
+
+class _ActionSpace(TextSpace):
+    """Model turns; :meth:`sample` writes an action the current page offers, in the env's format."""
+
+    def __init__(self, parser: Parser, choices: _Choices) -> None:
+        self.parser = parser
+        self.choices = choices
+        super().__init__()
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        rng = self.np_random
+        if self.choices.has_search_bar:
+            words = self.choices.words
+            if words:
+                count = int(rng.integers(1, min(5, len(words)) + 1))
+                keywords = " ".join(words[i] for i in sorted(rng.choice(len(words), size=count, replace=False)))
+            else:
+                keywords = random_words(rng)
+            return self.parser.format_call(ToolCall("search", {"keywords": keywords}))
+        options = self.choices.clickables or ["back to search"]
+        return self.parser.format_call(ToolCall("click", {"value": options[int(rng.integers(len(options)))]}))
+
+
+class WebShopEnv(ToolEnv):
+    """WebShop (Yao et al., 2022): search, browse and buy the product an instruction describes.
+
+    Args:
+        data_dir: The original data files' directory (default ``$AGENTFLY_WEBSHOP_DATA``); when unset, a
+            catalog generated offline in the same format.
+        data_variant: ``"auto"``, ``"small"`` (``*_1000.json``) or ``"all"``: which files to read.
+        num_products: Products to read (default all) or to generate (default 1,000).
+        catalog_seed: Seed of the generated catalog.
+        num_goals: Goals of the generated catalog.
+        price_seed: Seeds price draws inside ``$a to $b`` ranges and the goals' price caps.
+        human_goals: Human-written goals (``items_human_ins.json``) rather than synthetic ones.
+        split: ``"train"``, ``"eval"``, ``"test"`` or ``"all"`` (the original's goal positions).
+        observation_mode: ``"text"`` (``" [SEP] "``-joined) or ``"text_rich"`` (``[button] x [button_]``).
+        action_mode: ``"text"`` (one ``search[...]``/``click[...]`` per turn) or ``"tools"`` (function calls).
+        parser: The tool-call format for ``action_mode="tools"`` (default ``"hermes"``).
+        show_attrs: Offer the ``Attributes`` sub-page on item pages.
+        cache_dir: Where search indexes are kept (default: see :func:`~agentfly_envs.webshop.index.default_cache_dir`).
+        title_nouns: How the reward finds title nouns: ``"auto"``, ``"spacy"`` or ``"heuristic"``.
+        spacy_model: The spaCy model for title nouns (default: the first English one installed).
+        reward: Replaces the original reward; it may ask for ``purchased``, ``purchased_options``,
+            ``price``, ``goal`` and ``nouns`` besides the usual context.
+        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns`` defaults to 15, the
+            ReAct setting; ``max_observation_chars``, ...).
+    """
+
+    def __init__(
+        self,
+        *,
+        data_dir: str | os.PathLike[str] | None = None,
+        data_variant: Variant = "auto",
+        num_products: int | None = None,
+        catalog_seed: int = 0,
+        num_goals: int = DEFAULT_NUM_GOALS,
+        price_seed: int = 0,
+        human_goals: bool = True,
+        split: Split = "train",
+        observation_mode: Mode = "text",
+        action_mode: Literal["text", "tools"] = "text",
+        parser: str | Parser | None = None,
+        show_attrs: bool = False,
+        cache_dir: str | os.PathLike[str] | None = None,
+        title_nouns: Literal["auto", "spacy", "heuristic"] = "auto",
+        spacy_model: str | None = None,
+        reward: Reward | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if observation_mode not in ("text", "text_rich"):
+            raise ValueError(f"observation_mode must be 'text' or 'text_rich', got {observation_mode!r}")
+        if action_mode not in ("text", "tools"):
+            raise ValueError(f"action_mode must be 'text' or 'tools', got {action_mode!r}")
+        if action_mode == "text" and parser is not None:
+            raise ValueError("parser= applies to action_mode='tools'; the text mode reads search[...]/click[...]")
+        self.catalog: Catalog = shared_catalog(
+            data_dir, data_variant=data_variant, num_products=num_products, catalog_seed=catalog_seed,
+            num_goals=num_goals, price_seed=price_seed,
+        )
+        self.index = open_index(self.catalog, cache_dir)
+        self.nouns = noun_extractor(title_nouns, spacy_model)
+        self.observation_mode: Mode = observation_mode
+        self.action_mode = action_mode
+        self.show_attrs = show_attrs
+        kwargs.setdefault("max_turns", 15)
+        kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
+        super().__init__(
+            tools=[search, click],
+            tasks=GoalTasks(self.catalog.goals(human_goals), split),
+            reward=reward or webshop_reward,
+            parser=BracketParser() if action_mode == "text" else (parser or "hermes"),
+            max_calls_per_turn=1,
+            **kwargs,
+        )
+        self._choices = _Choices()
+        self.action_space = _ActionSpace(self.parser, self._choices)
+        self.session: Session | None = None
+        self._outcome: Outcome | None = None
+        self._purchase: RewardResult | None = None
+
+    # ----------------------------------------------------------------- prompts (no final answer here)
+
+    def _build_system_prompt(self, instructions: str) -> str:
+        parts = [instructions.strip()]
+        if self.action_mode == "tools":
+            listed = "\n".join(json.dumps(schema["function"], ensure_ascii=False) for schema in self.tool_schemas)
+            parts.append(f"You can call these tools:\n{listed}")
+        parts.append(self.parser.instructions())
+        return "\n\n".join(parts)
+
+    def find_answer(self, action: str, calls: Sequence[ToolCall]) -> str | None:
+        """WebShop has no final answer: an episode ends by buying."""
+        return None
+
+    # ----------------------------------------------------------------- episode
+
+    async def _reset(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        _, info = await super()._reset(seed, options)
+        self.session = Session(self.catalog, self.index, self.task["prompt"], self.show_attrs)
+        self._choices.words = self.task["prompt"].replace(",", " ").split()
+        info.update(self._page_info())
+        return self.session.render(self.observation_mode), info
+
+    async def _step(self, action: str) -> Transition:
+        self._outcome = self._purchase = None
+        transition = await super()._step(action)
+        info = transition.info
+        if self._outcome is not None and not self._outcome.valid:
+            info["errors"]["invalid_action"] = 1
+        if self._purchase is not None:
+            result = self._purchase
+            components = dict(result.components)
+            transition.reward = result.score
+            transition.terminated = True
+            info.update(
+                success=result.success if result.success is not None else result.score >= self.success_threshold,
+                reward_components=components,
+                reward_details=dict(result.details),
+            )
+            if transition.record is not None:
+                transition.record.reward_components = components
+        info.update(self._page_info())
+        return transition
+
+    def _page_info(self) -> dict[str, Any]:
+        assert self.session is not None
+        available = self.session.available()
+        self._choices.has_search_bar = bool(available["has_search_bar"])
+        self._choices.clickables = list(available["clickables"])
+        return {"page": self.session.page, "available_actions": available}
+
+    async def act(self, name: str, argument: str) -> str:
+        """Run one WebShop action on the current page and return the next observation (the tools call this)."""
+        session = self.session
+        assert session is not None and session.page != "done", "act() runs inside a step of an open episode"
+        outcome = session.search(argument) if name == "search" else session.click(argument)
+        self._outcome = outcome
+        if outcome.bought:
+            assert session.product is not None
+            context = self._reward_context(None)
+            context.update(
+                purchased=self.catalog.product(session.product),
+                purchased_options=dict(session.options),
+                price=self.catalog.price(session.product),
+                nouns=self.nouns,
+            )
+            self._purchase = await self.reward.compute(context)
+            session.score = self._purchase.score
+        page = session.render(self.observation_mode)
+        if not outcome.valid:
+            return f"Invalid action: {outcome.message} Nothing happened.\n{page}"
+        return page
+
+    def _format_observation(self, results: list[Any], parse_errors: Sequence[Any], n_calls: int) -> str:
+        if self._outcome is not None:  # search or click ran: its output is the page
+            return super()._format_observation(results, parse_errors, n_calls)
+        assert self.session is not None
+        if results or parse_errors:
+            problem = super()._format_observation(results, parse_errors, n_calls)
+        else:
+            problem = f"No action found. {self.parser.instructions()}"
+        return f"{problem}\n{self.session.render(self.observation_mode)}"
+
+    # ----------------------------------------------------------------- the scripted expert
+
+    def expert_action(self) -> str:
+        """A scripted shopper that knows the goal: search its title, find it, pick its options, buy.
+
+        Used by tests, ``agentfly-play`` and ``agentfly-bench``. When the target is not in the results
+        it looks through every result page, then buys the first product of the last one.
+        """
+        assert self.session is not None
+        return self.parser.format_call(self._expert_call())
+
+    def _expert_call(self) -> ToolCall:
+        session = self.session
+        assert session is not None
+        goal = self.task["goal"]
+        target = self.catalog.ordinal(goal["asin"])
+        if session.page == "search":
+            return ToolCall("search", {"keywords": goal["name"]})
+        if session.page == "results":
+            links = session.product_links()
+            found = next((asin for asin, ordinal in links.items() if ordinal == target), None)
+            if found is None and NEXT_PAGE.lower() in session.available()["clickables"]:
+                return ToolCall("click", {"value": NEXT_PAGE})
+            # The target, or (not among the results at all) the first product of the last page.
+            return ToolCall("click", {"value": found or next(iter(links), BACK_TO_SEARCH)})
+        if session.page == "item" and session.product is not None:
+            wanted = goal["goal_options"].values() if isinstance(goal["goal_options"], dict) else goal["goal_options"]
+            product = self.catalog.product(session.product)
+            for value in wanted:
+                value = str(value).strip().replace("/", " | ").lower()
+                for name, values in product.options.items():
+                    if value in values and session.options.get(name) != value:
+                        return ToolCall("click", {"value": value})
+            return ToolCall("click", {"value": BUY_NOW})
+        return ToolCall("click", {"value": PREV_PAGE})  # a sub-page: back to the item
+

@@ -1,0 +1,258 @@
+"""The shop's search engine: BM25 over every product, built once per catalog and shared.
+
+The original indexes each product with Lucene (pyserini): one ``contents`` field of title, description,
+bullet points and options, analysed as pyserini's default English analyzer does (lower case, Lucene's
+English stop words dropped, Porter-style stemming) and queried as a bag of words, top 50. Here tantivy
+does the same, over the title, description, every bullet point (the original: the first), options and
+the product's attributes.
+
+An index is built once per catalog (keyed by :attr:`Catalog.fingerprint <agentfly_envs.webshop.catalog.Catalog.fingerprint>`)
+and kept on disk, in ``cache_dir`` (see :func:`default_cache_dir`). Builders take a file lock, build
+into a temporary directory and rename it into place, so two processes never see a half-built index and
+never corrupt each other's. Once open, one :class:`SearchIndex` per directory serves every env in the
+process; tantivy's searcher is read-only and thread-safe.
+
+Example:
+    >>> import tempfile
+    >>> from agentfly_envs.webshop.generator import GeneratedCatalog
+    >>> catalog = GeneratedCatalog(200, seed=3)
+    >>> index = open_index(catalog, tempfile.mkdtemp())
+    >>> first = catalog.product(5)
+    >>> 5 in index.search(first.title)[:3]
+    True
+    >>> index.search("   "), index.search("the, and a"), len(index), open_index(catalog, index.path.parent) is index
+    ([], [], 200, True)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import tantivy
+
+from agentfly_envs.webshop.catalog import Catalog
+from agentfly_envs.webshop.products import DUMMY_ATTRIBUTE, Product
+
+try:  # POSIX; elsewhere builders rely on the atomic rename alone
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["MAX_QUERY_TERMS", "SEARCH_RETURN_N", "SearchIndex", "default_cache_dir", "document_text", "open_index"]
+
+#: How many results a search returns (the original's ``SEARCH_RETURN_N``).
+SEARCH_RETURN_N = 50
+#: Words of a query beyond this many are ignored, so a 100 kB "query" costs what a sentence costs.
+MAX_QUERY_TERMS = 64
+#: Bump when the documents or the schema change; old index directories are then left unused.
+SCHEMA_VERSION = 2
+#: Lucene's English stop words (what pyserini's default analyzer drops).
+STOP_WORDS = (
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
+    "they this to was will with"
+).split()
+ANALYZER = "webshop_english"
+MANIFEST = "agentfly-webshop-index.json"
+
+
+def default_cache_dir() -> Path:
+    """Where indexes live unless the env is told: the first of ``$AGENTFLY_WEBSHOP_CACHE_DIR``,
+    ``$AGENTFLY_CACHE_DIR/webshop``, ``$XDG_CACHE_HOME/agentfly/webshop`` and ``~/.cache/agentfly/webshop``."""
+    if os.environ.get("AGENTFLY_WEBSHOP_CACHE_DIR"):
+        return Path(os.environ["AGENTFLY_WEBSHOP_CACHE_DIR"])
+    if os.environ.get("AGENTFLY_CACHE_DIR"):
+        return Path(os.environ["AGENTFLY_CACHE_DIR"]) / "webshop"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "agentfly" / "webshop"
+
+
+def document_text(product: Product) -> str:
+    """What a product is found by: title, description, bullet points, options and attributes."""
+    options = ", and ".join(f"{name}: {', '.join(values)}" for name, values in product.options.items())
+    attributes = ", ".join(a for a in product.attributes if a != DUMMY_ATTRIBUTE)
+    return " ".join((product.title, product.description, *product.bullet_points, options, attributes))
+
+
+def _analyzer() -> tantivy.TextAnalyzer:
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.custom_stopword(STOP_WORDS))
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    # Term frequencies are all BM25 needs; positions would only serve phrase queries.
+    builder.add_text_field("contents", stored=False, tokenizer_name=ANALYZER, index_option="freq")
+    builder.add_unsigned_field("ordinal", stored=False, indexed=False, fast=True)
+    return builder.build()
+
+
+class SearchIndex:
+    """An open index: keywords in, product ordinals out (best first).
+
+    Build or find one with :func:`open_index` rather than directly.
+
+    Args:
+        path: The index directory.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.manifest = json.loads((path / MANIFEST).read_text())
+        self._index = tantivy.Index.open(str(path))
+        self._analyzer = _analyzer()
+        self._index.register_tokenizer(ANALYZER, self._analyzer)
+        self._schema = self._index.schema
+        self._searcher = self._index.searcher()
+        if self._searcher.num_docs != self.manifest["num_docs"]:
+            raise ValueError(f"{path} holds {self._searcher.num_docs} documents, its manifest says {self.manifest['num_docs']}")
+
+    def __len__(self) -> int:
+        return self._searcher.num_docs
+
+    def search(self, keywords: str, limit: int = SEARCH_RETURN_N) -> list[int]:
+        """The ordinals of the ``limit`` best products for ``keywords`` (BM25, any word may match).
+
+        The keywords are analysed as the documents are (punctuation splits words, stop words match
+        nothing); only the first :data:`MAX_QUERY_TERMS` words count. Ties are broken by ordinal, so the
+        results do not depend on how the index happened to be segmented.
+        """
+        words = keywords.split(maxsplit=MAX_QUERY_TERMS)[:MAX_QUERY_TERMS]
+        terms = self._analyzer.analyze(" ".join(words))[:MAX_QUERY_TERMS]
+        if not terms:  # nothing but punctuation and stop words
+            return []
+        # One optional clause per term, repeats included, as a Lucene bag-of-words query scores them.
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "contents", term, index_option="freq"))
+             for term in terms]
+        )
+        hits = self._searcher.search(query, limit, count=False).hits
+        ordinals = self._searcher.fast_field_values("ordinal", [address for _, address in hits])
+        ranked = sorted(zip(hits, ordinals, strict=True), key=lambda pair: (-pair[0][0], pair[1]))
+        return [ordinal for _, ordinal in ranked]
+
+
+def _build(catalog: Catalog, directory: Path) -> None:
+    """Index every product of ``catalog`` into the empty ``directory`` and write its manifest.
+
+    The manifest records the build time and, within it, the time spent making the documents (reading or
+    generating products), so the indexing cost can be told apart from the catalog's.
+    """
+    started = time.perf_counter()
+    index = tantivy.Index(_schema(), path=str(directory))
+    index.register_tokenizer(ANALYZER, _analyzer())
+    # One thread writes the documents in ordinal order into one segment (up to the heap's worth), so two
+    # builds of a catalog are the same index and equal scores rank the same everywhere; Python makes
+    # the documents slower than one indexing thread consumes them anyway.
+    writer = index.writer(512_000_000, 1)
+    products = iter(catalog.products())
+    count, documents_s = 0, 0.0
+    while True:
+        before = time.perf_counter()
+        product = next(products, None)
+        if product is None:
+            break
+        text = document_text(product)
+        documents_s += time.perf_counter() - before
+        document = tantivy.Document()
+        document.add_text("contents", text)
+        document.add_unsigned("ordinal", count)
+        writer.add_document(document)
+        count += 1
+    writer.commit()
+    writer.wait_merging_threads()
+    manifest = {
+        "fingerprint": catalog.fingerprint,
+        "schema_version": SCHEMA_VERSION,
+        "num_docs": count,
+        "catalog": catalog.name,
+        "build_s": round(time.perf_counter() - started, 3),
+        "documents_s": round(documents_s, 3),
+    }
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=1))
+
+
+@contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path`` (released when the process dies, too)."""
+    with lock_path.open("a") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _usable(path: Path, catalog: Catalog) -> SearchIndex | None:
+    """The index at ``path`` if it is complete and built from this catalog, else None."""
+    try:
+        index = SearchIndex(path)
+    except (OSError, ValueError, KeyError):
+        return None
+    manifest = index.manifest
+    if manifest.get("fingerprint") != catalog.fingerprint or manifest.get("schema_version") != SCHEMA_VERSION:
+        return None
+    return index
+
+
+_OPEN: dict[Path, SearchIndex] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_index(catalog: Catalog, cache_dir: str | os.PathLike[str] | None = None) -> SearchIndex:
+    """The search index of ``catalog``: already open in this process, on disk, or built now.
+
+    Args:
+        catalog: The products to search.
+        cache_dir: Where indexes are kept (default: :func:`default_cache_dir`).
+
+    Raises:
+        OSError: when the cache directory cannot be created or written.
+    """
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    final = (cache / f"index-v{SCHEMA_VERSION}-{catalog.fingerprint[:32]}").absolute()
+    with _OPEN_LOCK:  # one build per process at a time; other processes wait on the file lock
+        if final in _OPEN:
+            return _OPEN[final]
+        index = _usable(final, catalog) if final.exists() else None
+        if index is None:
+            cache.mkdir(parents=True, exist_ok=True)
+            with _exclusive(cache / f".{final.name}.lock"):
+                index = _usable(final, catalog) if final.exists() else None  # built while we waited?
+                if index is None:
+                    index = _rebuild(catalog, final)
+        _OPEN[final] = index
+        return index
+
+
+def _rebuild(catalog: Catalog, final: Path) -> SearchIndex:
+    """Build into a private directory and move it to ``final`` (called holding the build lock)."""
+    for leftover in final.parent.glob(f".{final.name}.*.tmp"):  # a builder that died mid-build
+        shutil.rmtree(leftover, ignore_errors=True)
+    if final.exists():  # unusable (damaged by hand, or half-deleted): replace it
+        aside = final.parent / f".{final.name}.{uuid.uuid4().hex}.tmp"
+        final.rename(aside)
+        shutil.rmtree(aside, ignore_errors=True)
+    staging = final.parent / f".{final.name}.{uuid.uuid4().hex}.tmp"
+    staging.mkdir()
+    try:
+        _build(catalog, staging)
+        staging.rename(final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return SearchIndex(final)
