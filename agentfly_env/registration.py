@@ -18,7 +18,7 @@ import gymnasium as gym
 ENV_ENTRY_POINTS: dict[str, str] = {
     "AgentFly/Math-v0": "agentfly_envs.math:MathEnv",
     "AgentFly/WebShop-v0": "agentfly_envs.webshop:WebShopEnv",
-    # code
+    "AgentFly/Code-v0": "agentfly_envs.code:CodeEnv",
     # scienceworld
     # alfworld
     # search

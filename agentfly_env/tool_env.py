@@ -284,8 +284,9 @@ class ToolEnv(AgentEnv):
             except Exception as error:  # pool exhausted, backend failed to start
                 return ToolResult(call.name, f"Error: `{call.name}` is unavailable: {error}", "tool_error", call.id)
         result = await chosen.call(call.arguments, call_id=call.id, injected=injected, timeout_s=self.tool_timeout_s)
-        if result.error == "timeout" and chosen.resource is not None:
-            # A backend that missed its deadline may be wedged: replace it, and say the state is gone.
+        if result.error in ("timeout", "resource_broken") and chosen.resource is not None:
+            # A backend that missed its deadline may be wedged, a broken one is gone: replace it, and
+            # say the state is gone.
             await self._release(chosen.resource, broken=True)
             result.output += " Its session was restarted; earlier state is lost."
         return result

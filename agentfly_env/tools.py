@@ -47,6 +47,14 @@ _SECTION_HEADER = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
 
+class ResourceBrokenError(RuntimeError):
+    """Raised by a stateful tool whose leased resource died or can no longer be trusted.
+
+    The env gives the resource back to its pool as broken (the pool destroys it and makes a new one
+    for the next call) and tells the model that the session's earlier state is lost.
+    """
+
+
 def truncate_text(text: str, max_chars: int | None) -> str:
     """Cut ``text`` to at most ``max_chars`` characters, ending with a marker that says how much went.
 
@@ -277,6 +285,8 @@ class Tool:
                 "timeout",
                 call_id,
             )
+        except ResourceBrokenError as error:
+            return ToolResult(self.name, f"Error: `{self.name}` failed: {error}.", "resource_broken", call_id)
         except Exception as error:  # the model sees what went wrong, the episode goes on
             return ToolResult(
                 self.name,

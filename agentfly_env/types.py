@@ -54,12 +54,13 @@ class ToolResult(msgspec.Struct, omit_defaults=True):
     It holds no timing, so the results of a seeded rollout compare equal; step latency is on :class:`Step`.
 
     ``error`` is set (and ``output`` holds the model-facing explanation) when the call failed:
-    unknown tool, bad arguments, an exception in the tool, or a timeout.
+    unknown tool, bad arguments, an exception in the tool, a timeout, or a broken leased resource
+    (``resource_broken``: the pool replaces it).
     """
 
     name: str
     output: str
-    error: Literal["unknown_tool", "invalid_arguments", "tool_error", "timeout"] | None = None
+    error: Literal["unknown_tool", "invalid_arguments", "tool_error", "timeout", "resource_broken"] | None = None
     call_id: str | None = None
     cached: bool = False
 

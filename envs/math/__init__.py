@@ -22,6 +22,7 @@ from typing import Any, Literal
 import reasoning_gym
 from reasoning_gym.factory import CURRICULA, DATASETS
 
+from agentfly_env.pool import default_manager
 from agentfly_env.rewards import RewardResult, reward
 from agentfly_env.tasks import TaskSource
 from agentfly_env.tool_env import ToolEnv
@@ -133,11 +134,13 @@ class MathEnv(ToolEnv):
         split: ``"train"`` or ``"eval"``.
         size: Tasks per split.
         dataset_seed: Seed of the generated dataset (episode seeds pick tasks within it).
-        tools: Names of the tools to offer: ``"calculator"``.
+        tools: Names of the tools to offer: ``"calculator"`` and/or ``"code_interpreter"`` (a stateful,
+            sandboxed Python session, like the code agent of the AgentFly paper; it needs bubblewrap).
+        sandbox: Options of the Python tool's sandbox (see :class:`~agentfly_envs.code.SandboxConfig`).
         **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns``, ``parser``, ...).
     """
 
-    AVAILABLE_TOOLS = {"calculator": calculator}
+    AVAILABLE_TOOLS = ("calculator", "code_interpreter")
 
     def __init__(
         self,
@@ -149,18 +152,25 @@ class MathEnv(ToolEnv):
         size: int = 10_000,
         dataset_seed: int = 0,
         tools: Sequence[str] = ("calculator",),
+        sandbox: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         unknown = [name for name in tools if name not in self.AVAILABLE_TOOLS]
         if unknown:
             raise ValueError(f"unknown tools {unknown}; available: {sorted(self.AVAILABLE_TOOLS)}")
+        offered = [calculator] if "calculator" in tools else []
+        if "code_interpreter" in tools:
+            from agentfly_envs.code import code_interpreter_tool  # sandbox machinery only when asked for
+
+            kwargs["resources"] = kwargs.get("resources") or default_manager()
+            offered.append(code_interpreter_tool(kwargs["resources"], sandbox))
         self.task_source = ReasoningGymTasks(
             dataset, size=size, seed=dataset_seed, split=split, difficulty=difficulty, config=config
         )
         kwargs.setdefault("max_turns", 6)
         kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
         super().__init__(
-            tools=[self.AVAILABLE_TOOLS[name] for name in tools],
+            tools=offered,
             tasks=self.task_source,
             reward=reward(self._score, name="reasoning_gym"),
             **kwargs,
@@ -171,12 +181,15 @@ class MathEnv(ToolEnv):
         return RewardResult(score, {"correct": score})
 
     def expert_action(self) -> str:
-        """A scripted expert: work the expression out with the calculator, then answer.
+        """A scripted expert: work the expression out with the calculator (or Python), then answer.
 
         Used by the demo, the benchmark and the tests, it makes the env do real work on every step.
         """
         expression = self.task.get("metadata", {}).get("expression")
         calculated = any(step.tool_calls for step in self.trajectory.steps) if self.trajectory else False
-        if expression and "calculator" in self.tools and not calculated:
-            return self.parser.format_call(ToolCall("calculator", {"expression": str(expression)}))
+        if expression and not calculated:
+            if "calculator" in self.tools:
+                return self.parser.format_call(ToolCall("calculator", {"expression": str(expression)}))
+            if "code_interpreter" in self.tools:
+                return self.parser.format_call(ToolCall("code_interpreter", {"code": f"print({expression})"}))
         return self.format_answer(str(self.task["answer"]))
