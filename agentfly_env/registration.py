@@ -21,7 +21,7 @@ ENV_ENTRY_POINTS: dict[str, str] = {
     "AgentFly/Code-v0": "agentfly_envs.code:CodeEnv",
     # scienceworld
     # alfworld
-    # search
+    "AgentFly/Search-v0": "agentfly_envs.search:SearchEnv",
 }
 
 
