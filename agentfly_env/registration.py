@@ -20,7 +20,7 @@ ENV_ENTRY_POINTS: dict[str, str] = {
     "AgentFly/WebShop-v0": "agentfly_envs.webshop:WebShopEnv",
     "AgentFly/Code-v0": "agentfly_envs.code:CodeEnv",
     # scienceworld
-    # alfworld
+    "AgentFly/ALFWorld-v0": "agentfly_envs.alfworld:ALFWorldEnv",
     "AgentFly/Search-v0": "agentfly_envs.search:SearchEnv",
 }
 
