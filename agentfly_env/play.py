@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for header in columns.values():
         table.add_column(header, justify="right")
     for env_id, summary in summaries.items():
-        table.add_row(env_id, *(f"{summary[column]:.{0 if column == 'episodes_per_s' else 2}f}" for column in columns))
+        table.add_row(env_id, *(f"{summary[column]:.{1 if column == 'episodes_per_s' else 2}f}" for column in columns))
     console.print(table)
     console.print(f"trajectories: {args.out}")
     return 0
