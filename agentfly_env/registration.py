@@ -19,7 +19,7 @@ ENV_ENTRY_POINTS: dict[str, str] = {
     "AgentFly/Math-v0": "agentfly_envs.math:MathEnv",
     "AgentFly/WebShop-v0": "agentfly_envs.webshop:WebShopEnv",
     "AgentFly/Code-v0": "agentfly_envs.code:CodeEnv",
-    # scienceworld
+    "AgentFly/ScienceWorld-v0": "agentfly_envs.scienceworld:ScienceWorldEnv",
     "AgentFly/ALFWorld-v0": "agentfly_envs.alfworld:ALFWorldEnv",
     "AgentFly/Search-v0": "agentfly_envs.search:SearchEnv",
 }

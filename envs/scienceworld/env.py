@@ -1,0 +1,374 @@
+"""``ScienceWorldEnv``: ScienceWorld tasks as a tool env, each episode on a pooled simulator JVM.
+
+At reset the env leases a JVM from its pool, loads the chosen task variation and looks around, as the
+stock ``reset`` does; the first observation is the task description followed by that look. The model
+then acts through tools:
+
+* ``act(command)``: one action, one time step (``open door to kitchen``, ``focus on water``, ...).
+* ``look()`` and ``inventory()``: ScienceWorld's free actions; no time passes.
+* ``valid_actions(contains)``: the valid action-object combinations now, filtered; computed only when
+  asked, since building the list is what makes the stock ``step`` slow.
+
+The calls of one turn run one after another, in the order written: they act on one world.
+
+Reward (per turn): the progress of ScienceWorld's task score since the previous turn, where progress is
+the score clipped to 0..1, as the stock env's reward is the score's change per step. Rewards therefore
+sum to the final progress less the progress at reset (a few variations start with a subgoal met): the
+whole way to 1.0 for a completed task, part of it for an unfinished one, and down to 0 for a failed one
+(a wrong ``focus``), so the turn that fails the task gives back what was earned. ``info`` carries
+``score`` (the raw score, negative once failed), ``moves``, and, on the last turn, ``final_score``
+(the final progress, 0..1). The episode terminates when the
+task is completed (``info["success"]`` is True) or failed, or when the model writes a final answer (it
+stops where it stands); it is truncated at ``max_turns``, or when the JVM dies or hangs
+(``truncation_reason == "engine_failure"``, the cause in ``info["engine_error"]``); the next episode
+gets a fresh JVM.
+
+Example:
+    >>> env = ScienceWorldEnv(task="1-1", split="dev", max_turns=30)  # no JVM yet: reset leases one
+    >>> sorted(env.tools), env.task_source.names, len(env.task_source)
+    (['act', 'inventory', 'look', 'valid_actions'], ['boil'], 7)
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from agentfly_env.aio import run_sync
+from agentfly_env.core import Transition
+from agentfly_env.rewards import RewardResult, reward
+from agentfly_env.tool_env import ToolEnv
+from agentfly_env.tools import tool
+from agentfly_env.types import ToolCall, ToolResult
+from agentfly_envs.scienceworld.engine import EngineFailure, GameState, JvmConfig, Loaded, ScienceWorldEngine
+from agentfly_envs.scienceworld.pool import ENGINE_POOL, engine_pool
+from agentfly_envs.scienceworld.tasks import ScienceWorldTasks, Split
+
+__all__ = ["ScienceWorldEnv", "act", "inventory", "look", "valid_actions"]
+
+T = TypeVar("T")
+
+SYSTEM_PROMPT = (
+    "You are an agent in ScienceWorld, a text simulation of a house and its surroundings where you carry "
+    "out elementary science experiments. Act with `act`, one action per call; each takes one time step. "
+    "Actions look like: look around, open door to kitchen, go to kitchen, pick up thermometer, "
+    "look at stove, move metal pot to stove, activate stove, use thermometer on water, pour cup in pot, "
+    "connect battery anode to orange wire, wait1 (one step), wait (ten steps), and focus on <thing>. "
+    "Focus only on what the task tells you to: focusing on the wrong thing fails the task. "
+    "`look` and `inventory` take no time; `valid_actions` lists what you can do right now. "
+    "The episode ends when the task is complete or failed; a final answer ends it where it stands."
+)
+
+#: The simulator's answer to a command it cannot parse (counted as ``unknown_command`` in ``info["errors"]``).
+UNKNOWN_COMMAND = "No known action matches that input."
+
+_WHITESPACE = re.compile(r"\s+")
+_VALID_ACTIONS_SHOWN = 150
+_GOLD_CACHE_SIZE = 4096
+# Gold paths by (task, variation, simplifications): planning one costs a second load. Kept only for
+# deterministic JVMs, where a task always plans the same path.
+_gold_cache: collections.OrderedDict[tuple[str, int, str], tuple[str, ...]] = collections.OrderedDict()
+
+
+@tool(
+    timeout_s=None,  # the engine enforces its own deadline and kills a JVM that misses it
+    examples=[
+        {"command": command}
+        for command in (
+            "look around", "open door to kitchen", "go to kitchen", "pick up thermometer", "look at stove",
+            "open cupboard", "move metal pot to sink", "activate sink", "use thermometer on water",
+            "focus on water", "inventory", "wait1", "task",
+        )
+    ],
+)
+async def act(command: str, env: Any) -> str:
+    """Do one action in the world; it takes one time step.
+
+    Args:
+        command: The action, e.g. "open door to kitchen", "pick up thermometer" or "focus on water".
+    """
+    return await env.act(command)
+
+
+@tool(timeout_s=None)
+async def look(env: Any) -> str:
+    """Look around the current location (takes no time)."""
+    return await env.engine_call(ScienceWorldEngine.look)
+
+
+@tool(timeout_s=None)
+async def inventory(env: Any) -> str:
+    """List what you carry (takes no time)."""
+    return await env.engine_call(ScienceWorldEngine.inventory)
+
+
+@tool(timeout_s=None, examples=[{}, {"contains": "door"}, {"contains": "thermometer"}])
+async def valid_actions(env: Any, contains: str = "") -> str:
+    """List the actions that are valid right now.
+
+    Args:
+        contains: Show only actions containing this text (e.g. an object's name); empty shows all.
+    """
+    found = await env.engine_call(ScienceWorldEngine.valid_actions)
+    needle = contains.strip().lower()
+    matching = [item for item in found if needle in item]
+    if not matching:
+        return f"No valid action contains {contains!r}." if needle else "No action is valid right now."
+    head = f"{len(matching)} valid actions" + (f" contain {contains!r}" if needle else "")
+    if len(matching) > _VALID_ACTIONS_SHOWN:
+        head += f"; the first {_VALID_ACTIONS_SHOWN} are shown (narrow them with `contains`)"
+    return head + ":\n" + "\n".join(matching[:_VALID_ACTIONS_SHOWN])
+
+
+class ScienceWorldEnv(ToolEnv):
+    """ScienceWorld's 30 task types with their variations and splits, on pooled simulator JVMs.
+
+    Reset options: ``task_name`` (a name, id or title) and ``variation`` pick one task (see
+    :class:`~agentfly_envs.scienceworld.tasks.ScienceWorldTasks`); ``gold_path=True`` also plans the
+    gold path during reset, which spares :meth:`expert_action` a second load.
+
+    Args:
+        task: Task names, ids (``"1-1"``) or titles to draw from; default all 30.
+        split: ``"train"``, ``"dev"`` or ``"test"`` variations.
+        simplifications: Comma-separated ScienceWorld simplifications, or ``"easy"`` for all.
+        jvm: How the JVMs start (:class:`~agentfly_envs.scienceworld.engine.JvmConfig` or a mapping of
+            its fields: heap size, determinism, deadlines); None takes the pool's. Only the env that
+            registers the pool sets it.
+        pool_name: The engine pool of the manager (``resources``) to lease JVMs from; size it in the
+            manager's config under this name.
+        valid_actions_in_info: Put the valid actions in ``info["valid_actions"]`` after every turn,
+            as the stock env does (and at its cost: tens of milliseconds per turn).
+        tools: Names of the tools to offer, from ``act``, ``look``, ``inventory``, ``valid_actions``.
+        max_command_chars: Longer commands are refused without reaching the simulator.
+        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns`` default 50,
+            ``parser``, ``resources``, ``lease_timeout_s`` default 600, ...).
+    """
+
+    AVAILABLE_TOOLS = {"act": act, "look": look, "inventory": inventory, "valid_actions": valid_actions}
+
+    def __init__(
+        self,
+        task: str | Sequence[str] | None = None,
+        *,
+        split: Split = "train",
+        simplifications: str = "",
+        jvm: JvmConfig | dict[str, Any] | None = None,
+        pool_name: str = ENGINE_POOL,
+        valid_actions_in_info: bool = False,
+        tools: Sequence[str] = ("act", "look", "inventory", "valid_actions"),
+        max_command_chars: int = 300,
+        **kwargs: Any,
+    ) -> None:
+        unknown = [name for name in tools if name not in self.AVAILABLE_TOOLS]
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; available: {sorted(self.AVAILABLE_TOOLS)}")
+        self.task_source = ScienceWorldTasks(task, split=split, simplifications=simplifications)
+        kwargs.setdefault("max_turns", 50)
+        kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
+        kwargs.setdefault("lease_timeout_s", 600.0)
+        super().__init__(
+            tools=[self.AVAILABLE_TOOLS[name] for name in tools],
+            tasks=self.task_source,
+            reward=reward(self._turn_reward, name="scienceworld"),
+            **kwargs,
+        )
+        self.pool_name = pool_name
+        self.pool = engine_pool(self.resources, None if jvm is None else JvmConfig.from_value(jvm), name=pool_name)
+        self.valid_actions_in_info = valid_actions_in_info
+        self.max_command_chars = max_command_chars
+        self._clear_episode()
+
+    def _clear_episode(self) -> None:
+        self.engine: ScienceWorldEngine | None = None
+        self.state: GameState | None = None
+        self.gold: tuple[str, ...] | None = None
+        self.failure: str | None = None
+        self.commands_sent = 0
+        self._rewarded = 0.0
+        self._unknown_commands = 0
+
+    # ----------------------------------------------------------------- episode
+
+    async def _reset(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        self._clear_episode()
+        _, info = await super()._reset(seed, options)
+        await self.pool.start()  # prewarms the pool's JVMs in parallel on first use (if configured)
+        loaded = await self._load(gold=bool(options.get("gold_path", False)))
+        self.state = loaded.state
+        self._rewarded = loaded.state.progress  # a few tasks start with a subgoal met: not the agent's doing
+        self.task["prompt"] = info["task"]["prompt"] = loaded.description
+        info.update(score=loaded.state.score, moves=loaded.state.moves)
+        return f"{loaded.description}\n\n{loaded.state.observation}", info
+
+    def _gold_key(self) -> tuple[str, int, str] | None:
+        if self.engine is None or not self.engine.config.deterministic:
+            return None
+        return self.task["task_name"], self.task["variation"], self.task["simplifications"]
+
+    async def _load(self, *, gold: bool, retry: bool = True) -> Loaded:
+        """Leases a JVM and loads the episode's task; a JVM that fails here is replaced once."""
+        self.engine = await self._lease(self.pool_name)
+        key = self._gold_key()
+        cached = _gold_cache.get(key) if key is not None else None
+        task = self.task
+        try:
+            loaded = await self.engine.call(
+                self.engine.load, task["task_name"], task["variation"], task["simplifications"], gold and cached is None
+            )
+        except EngineFailure:
+            await self._release(self.pool_name, broken=True)
+            self.engine = None
+            if not retry:
+                raise
+            return await self._load(gold=gold, retry=False)
+        except BaseException:
+            await self._release(self.pool_name)
+            self.engine = None
+            raise
+        self._remember_gold(cached or loaded.gold)
+        return loaded
+
+    def _remember_gold(self, gold: tuple[str, ...] | None) -> None:
+        if gold is None:
+            return
+        self.gold = gold
+        key = self._gold_key()
+        if key is not None:
+            _gold_cache[key] = gold
+            _gold_cache.move_to_end(key)
+            while len(_gold_cache) > _GOLD_CACHE_SIZE:
+                _gold_cache.popitem(last=False)
+
+    async def _run_calls(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        # One world: a turn's calls act one after another, in the order written.
+        return [await self._run_call(call) for call in calls]
+
+    async def _step(self, action: str) -> Transition:
+        self._unknown_commands = 0
+        outcome = await super()._step(action)
+        info = outcome.info
+        if self.valid_actions_in_info and self.failure is None and not self._over():
+            try:
+                info["valid_actions"] = await self.engine_call(ScienceWorldEngine.valid_actions)
+            except EngineFailure:
+                pass  # handled just below, like any failure
+        if self.failure is not None:
+            await self._release(self.pool_name, broken=True)
+            self.engine = None
+            info.update(success=False, engine_error=self.failure)
+            outcome.reward, outcome.terminated, outcome.truncation_reason = 0.0, False, "engine_failure"
+            return outcome
+        if not outcome.terminated:  # a final answer was already scored by the reward
+            result = self._turn_reward()
+            outcome.reward = result.score
+            info.update(success=result.success, reward_components=dict(result.components))
+            if outcome.record is not None:
+                outcome.record.reward_components = dict(result.components)
+        if self._unknown_commands:
+            info["errors"]["unknown_command"] = self._unknown_commands
+        assert self.state is not None
+        outcome.terminated = outcome.terminated or self._over()
+        info.update(score=self.state.score, moves=self.state.moves)
+        if outcome.terminated:
+            info["final_score"] = self.state.progress
+        return outcome
+
+    def _over(self) -> bool:
+        return self.state is not None and (self.state.completed or self.state.failed)
+
+    def _turn_reward(self) -> RewardResult:
+        """The progress gained since the last turn; success when the task is complete."""
+        progress = self.state.progress if self.state is not None else 0.0
+        gained, self._rewarded = progress - self._rewarded, progress
+        return RewardResult(gained, {"progress": progress}, success=bool(self.state and self.state.completed))
+
+    async def _end_episode(self) -> None:
+        await self._release(self.pool_name, broken=self.failure is not None)
+        self.engine = None
+        await super()._end_episode()
+
+    # ----------------------------------------------------------------- what the tools call
+
+    async def engine_call(self, function: Callable[..., T], *args: Any) -> T:
+        """Calls a blocking :class:`ScienceWorldEngine` method on this episode's JVM, off the event loop.
+
+        Raises:
+            EngineFailure: the JVM failed (the episode will be truncated), or none is leased.
+        """
+        if self.engine is None:
+            raise EngineFailure(self.failure or "no simulator is leased: the episode has not started")
+        try:
+            return await self.engine.call(function, self.engine, *args)
+        except EngineFailure as error:
+            self.failure = str(error)
+            raise
+
+    async def act(self, command: str) -> str:
+        """Sends one command to the simulator and keeps the game state; used by the ``act`` tool.
+
+        Raises:
+            ValueError: an empty or overlong command (the model is told; nothing reaches the JVM).
+        """
+        command = _WHITESPACE.sub(" ", command).strip()
+        if not command:
+            raise ValueError("the command is empty; try `look around`, or call valid_actions")
+        if len(command) > self.max_command_chars:
+            raise ValueError(f"the command has {len(command)} characters; at most {self.max_command_chars}")
+        if self._over():
+            return "The task is already over; this action was not taken."
+        self.state = await self.engine_call(ScienceWorldEngine.step, command)
+        self.commands_sent += 1
+        if self.state.observation.strip() == UNKNOWN_COMMAND:
+            self._unknown_commands += 1
+        return self.state.observation
+
+    # ----------------------------------------------------------------- the scripted expert
+
+    async def agold_path(self) -> tuple[str, ...] | None:
+        """The task's gold action sequence, planned now if needed; None once the world has moved on.
+
+        Planning reloads the task with ScienceWorld's gold-path generator, which rebuilds the same
+        world: only done before the first ``act`` of the episode, when nothing has changed yet.
+        """
+        if self.gold is None and self.commands_sent == 0 and self.engine is not None and self.failure is None:
+            key = self._gold_key()
+            if key is not None and key in _gold_cache:
+                self._remember_gold(_gold_cache[key])
+            else:
+                task = self.task
+                try:
+                    loaded = await self.engine_call(
+                        ScienceWorldEngine.load, task["task_name"], task["variation"], task["simplifications"], True
+                    )
+                except EngineFailure:
+                    return None  # the next step reports the failure
+                self.state = loaded.state
+                self._remember_gold(loaded.gold)
+        return self.gold
+
+    async def aexpert_action(self) -> str:
+        """The expert's next turn: the next gold actions as ``act`` calls (see :meth:`expert_action`)."""
+        gold = await self.agold_path() if "act" in self.tools else None
+        remaining = gold[self.commands_sent :] if gold is not None else ()
+        if not remaining or self._over():
+            return self.format_answer("done")
+        # As many actions per turn as it takes to finish within the turn budget.
+        turns_left = max(1, self.max_turns - self.turn)
+        count = min(self.max_calls_per_turn, -(-len(remaining) // turns_left))
+        calls = [ToolCall("act", {"command": command}) for command in remaining[:count]]
+        text = "\n".join(self.parser.format_call(call) for call in calls)
+        if count > 1 and len(self.parser.parse(text).calls) != count:  # a one-call-per-turn format
+            text = self.parser.format_call(calls[0])
+        return text
+
+    def expert_action(self) -> str:
+        """A scripted expert: ScienceWorld's own gold action sequence for the task, played with ``act``.
+
+        It packs several actions into a turn when the turn budget would not last otherwise. The gold
+        path is planned at the first call of an episode (a blocking reload of about a second, unless
+        ``gold_path=True`` was given at reset or the path is cached); an episode that has already
+        acted without the expert gets a final answer instead.
+        """
+        return run_sync(self.aexpert_action())

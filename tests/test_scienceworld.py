@@ -1,0 +1,283 @@
+"""AgentFly/ScienceWorld-v0: tasks and splits, gold paths through the env, reward, failures, pooling.
+
+The env tests share one pool of two JVMs (pre-warmed, closed at the end of the module).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import pytest_asyncio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agentfly_env
+from agentfly_env.pool import ResourceManager
+from agentfly_envs.scienceworld import ENGINE_POOL, ScienceWorldEnv, ScienceWorldTasks, resolve_task, task_names, variations
+from agentfly_envs.scienceworld.tasks import SPLITS, check_simplifications
+
+#: The async tests share the event loop of the module-scoped pool.
+on_pool_loop = pytest.mark.asyncio(loop_scope="module")
+
+CALL = '<tool_call>{{"name": "{name}", "arguments": {arguments}}}</tool_call>'
+
+
+def act(command: str) -> str:
+    return CALL.format(name="act", arguments=json.dumps({"command": command}))
+
+
+# ----------------------------------------------------------------------------- without a JVM
+
+
+def test_thirty_tasks_by_name_id_or_title():
+    names = task_names()
+    assert len(names) == 30 and len(set(names)) == 30
+    assert resolve_task("4-4") == resolve_task("Classification Find an animal") == "find-animal"
+    with pytest.raises(ValueError, match="unknown ScienceWorld task"):
+        resolve_task("boil-the-ocean")
+
+
+@pytest.mark.parametrize("name", task_names())
+def test_splits_partition_every_task_variations(name):
+    table = variations(name)
+    parts = [list(table.split(split)) for split in SPLITS]
+    assert [index for part in parts for index in part] == list(range(table.count)) and all(parts)
+
+
+def test_task_source_indexing_sampling_and_selection():
+    tasks = ScienceWorldTasks(["boil", "3-1"], split="test")
+    assert len(tasks) == len(variations("boil").split("test")) + len(variations("power-component").split("test"))
+    assert [tasks[i]["id"] for i in (0, len(tasks) - 1)] == ["boil/21", "power-component/19"]
+    with pytest.raises(IndexError):
+        tasks[len(tasks)]
+    drawn = [tasks.sample(np.random.default_rng(seed))["id"] for seed in range(40)]
+    assert drawn == [tasks.sample(np.random.default_rng(seed))["id"] for seed in range(40)]
+    assert {item.split("/")[0] for item in drawn} == {"boil", "power-component"}
+    assert all(tasks.select({}, np.random.default_rng(s))["split"] == "test" for s in range(10))
+    chosen = tasks.select({"task_name": "1-4", "variation": 3}, np.random.default_rng(0))
+    assert (chosen["task_name"], chosen["variation"], chosen["split"]) == ("change-the-state-of-matter-of", 3, "train")
+    with pytest.raises(ValueError, match="variations 0..29"):
+        tasks.select({"task_name": "boil", "variation": 30}, np.random.default_rng(0))
+    with pytest.raises(TypeError):
+        tasks.select({"task_name": "boil", "variation": "3"}, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="split"):
+        ScienceWorldTasks(split="validation")
+
+
+def test_simplifications_are_checked():
+    assert check_simplifications(" openDoors, teleportAction ") == "openDoors,teleportAction"
+    with pytest.raises(ValueError, match="unknown simplifications"):
+        check_simplifications("fly")
+    with pytest.raises(ValueError, match="electrical"):
+        ScienceWorldTasks("power-component", simplifications="noElectricalAction")
+    assert ScienceWorldTasks("power-component", simplifications="easy").simplifications == "easy"
+
+
+# ----------------------------------------------------------------------------- on the shared pool
+
+
+_made: list[ScienceWorldEnv] = []
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def manager():
+    resources = ResourceManager({ENGINE_POOL: {"size": 2, "prewarm": 2}})
+    ScienceWorldEnv(resources=resources)  # registers the pool
+    await resources.start()
+    yield resources
+    for env in _made:  # a failed test may have left its episode open
+        await env.aclose()
+    await resources.close()
+    assert resources.stats()[ENGINE_POOL].alive == 0
+
+
+def make(manager: ResourceManager, **kwargs) -> ScienceWorldEnv:
+    env = ScienceWorldEnv(resources=manager, lease_timeout_s=120, **kwargs)
+    _made.append(env)
+    return env
+
+
+async def play_expert(env: ScienceWorldEnv, **options) -> tuple[dict, list[float], dict]:
+    """One expert episode: the reset info, the rewards, the last step's info."""
+    _, start = await env.areset(options=options)
+    rewards = []
+    while True:
+        _, reward, terminated, truncated, info = await env.astep(await env.aexpert_action())
+        rewards.append(reward)
+        if terminated or truncated:
+            return start, rewards, info
+
+
+@on_pool_loop
+async def test_the_pool_was_prewarmed_in_parallel(manager):
+    stats = manager.stats()[ENGINE_POOL]
+    assert (stats.created, stats.idle) == (2, 2)
+
+
+@on_pool_loop
+@pytest.mark.parametrize(
+    ("task", "variation"),
+    [("find-animal", 160), ("chemistry-mix-paint-secondary-color", 30), ("lifespan-longest-lived", 5),
+     ("power-component", 12), ("use-thermometer", 300), ("identify-life-stages-2", 7), ("test-conductivity", 700)],
+)
+async def test_gold_paths_reach_full_score_through_the_env(manager, task, variation):
+    env = make(manager)
+    start, rewards, info = await play_expert(env, task_name=task, variation=variation, gold_path=True)
+    assert info["success"] and info["final_score"] == 1.0 and info["score"] == 1.0
+    assert sum(rewards) == pytest.approx(1.0 - start["score"]) and min(rewards) >= 0
+    assert len(env.trajectory.steps) <= env.max_turns
+    await env.aclose()
+
+
+@on_pool_loop
+async def test_the_expert_plans_lazily_on_the_same_world(manager):
+    env = make(manager, task="find-plant")
+    first, _ = await env.areset(seed=3)
+    state = env.state
+    gold = await env.agold_path()  # reloads the task with the gold planner
+    assert gold and env.state == state
+    assert await env.agold_path() is gold  # planned once
+    replay = make(manager, task="find-plant")
+    assert (await replay.areset(seed=3))[0] == first and replay.gold == gold  # the cache spares a plan
+    await env.aclose()
+    await replay.aclose()
+
+
+@on_pool_loop
+async def test_rewards_follow_the_score_and_a_failed_task_gives_them_back(manager):
+    env = make(manager)
+    await env.areset(options={"task_name": "find-animal", "variation": 0})
+    _, gained, terminated, _, info = await env.astep(act("open door to kitchen"))
+    assert gained > 0 and not terminated and info["reward_components"] == {"progress": gained}
+    _, lost, terminated, truncated, info = await env.astep(act("focus on air"))
+    assert terminated and not truncated and not info["success"]
+    assert info["score"] < 0 and info["final_score"] == 0 and lost == -gained
+    await env.aclose()
+
+
+@on_pool_loop
+async def test_a_final_answer_ends_the_episode_where_it_stands(manager):
+    env = make(manager)
+    await env.areset(options={"task_name": "find-animal", "variation": 0})
+    await env.astep(act("open door to kitchen"))
+    _, reward, terminated, _, info = await env.astep("<answer>I give up</answer>")
+    assert terminated and reward == 0 and not info["success"] and 0 < info["final_score"] < 1
+    await env.aclose()
+
+
+@on_pool_loop
+async def test_tools_observe_without_spending_moves_and_commands_run_in_order(manager):
+    env = make(manager, max_observation_chars=4000)
+    observation, info = await env.areset(options={"task_name": "find-animal", "variation": 0})
+    assert observation.startswith(info["task"]["prompt"]) and "Your task is to find a(n) animal" in observation
+    turn = (act("open door to kitchen") + act("go to kitchen") + CALL.format(name="look", arguments="{}")
+            + CALL.format(name="inventory", arguments="{}"))
+    observation, _, _, _, info = await env.astep(turn)
+    assert [r.output.split(".")[0] for r in info["tool_results"][:2]] == ["The door is now open", "You move to the kitchen"]
+    assert "called the kitchen" in info["tool_results"][2].output and "inventory" in info["tool_results"][3].output
+    assert info["moves"] == 2 and info["errors"] == {}
+    observation, *_, info = await env.astep(CALL.format(name="valid_actions", arguments='{"contains": "oven"}'))
+    listed = observation.splitlines()
+    assert listed[0].startswith(f"{len(listed) - 1} valid actions contain 'oven'")
+    assert "open oven" in listed and all("oven" in line for line in listed[1:])
+    await env.aclose()
+
+
+@on_pool_loop
+async def test_valid_actions_in_info_when_asked(manager):
+    env = make(manager, valid_actions_in_info=True)
+    await env.areset(options={"task_name": "find-animal", "variation": 0})
+    *_, info = await env.astep(act("open door to kitchen"))
+    assert "go to kitchen" in info["valid_actions"] and "close door to kitchen" in info["valid_actions"]
+    await env.aclose()
+
+
+@on_pool_loop
+async def test_bad_commands_are_answered_and_counted(manager):
+    env = make(manager, max_command_chars=50)
+    await env.areset(options={"task_name": "boil", "variation": 1})
+    observation, *_, info = await env.astep(act("fly to the moon"))
+    assert observation == "No known action matches that input." and info["errors"] == {"unknown_command": 1}
+    observation, *_, info = await env.astep(act("look " * 20))
+    assert "at most 50" in observation and info["errors"] == {"tool_error": 1}
+    observation, *_, info = await env.astep(act("  "))
+    assert "empty" in observation and info["moves"] == 0
+    await env.aclose()
+
+
+@on_pool_loop
+async def test_the_turn_budget_truncates(manager):
+    env = make(manager, max_turns=2)
+    await env.areset(options={"task_name": "boil", "variation": 1})
+    await env.astep(act("look around"))
+    *_, terminated, truncated, info = await env.astep(act("look around"))
+    assert truncated and not terminated and info["truncation_reason"] == "max_turns"
+    assert manager.stats()[ENGINE_POOL].in_use == 0  # the episode gave its JVM back
+
+
+@on_pool_loop
+async def test_a_killed_jvm_truncates_the_episode_and_the_next_gets_a_fresh_one(manager):
+    env = make(manager)
+    await env.areset(options={"task_name": "find-animal", "variation": 2})
+    dead = env.engine.pid
+    failures = manager.stats()[ENGINE_POOL].failures
+    os.kill(dead, signal.SIGKILL)
+    observation, reward, terminated, truncated, info = await asyncio.wait_for(env.astep(act("look around")), 30)
+    assert truncated and not terminated and reward == 0 and not info["success"]
+    assert info["truncation_reason"] == "engine_failure" and "signal 9" in info["engine_error"]
+    assert "signal 9" in observation and manager.stats()[ENGINE_POOL].failures == failures + 1
+    with pytest.raises(agentfly_env.EnvStateError):
+        await env.astep(act("look around"))
+    await env.areset(options={"task_name": "find-animal", "variation": 2})
+    assert env.engine.pid != dead and env.engine.healthy()
+    _, _, info = await play_expert(env, task_name="find-animal", variation=2)
+    assert info["success"]
+    await env.aclose()
+
+
+@on_pool_loop
+async def test_eight_concurrent_episodes_share_two_jvms(manager):
+    envs = [make(manager, task="find-non-living-thing", split="dev") for _ in range(8)]
+    pids: set[int] = set()
+
+    async def episode(env: ScienceWorldEnv, seed: int) -> dict:
+        await env.areset(seed=seed, options={"gold_path": True})
+        pids.add(env.engine.pid)
+        while True:
+            *_, terminated, truncated, info = await env.astep(await env.aexpert_action())
+            if terminated or truncated:
+                return info
+
+    results = await asyncio.wait_for(asyncio.gather(*(episode(env, seed) for seed, env in enumerate(envs))), 300)
+    assert all(info["success"] and info["final_score"] == 1.0 for info in results)
+    stats = manager.stats()[ENGINE_POOL]
+    assert len(pids) <= 2 and stats.alive <= 2 and stats.in_use == 0
+    for env in envs:
+        await env.aclose()
+
+
+def test_seeded_resets_repeat_with_gym_make(manager):
+    env = gym.make("AgentFly/ScienceWorld-v0", task=["boil", "find-plant"], split="dev", resources=manager)
+    first = env.reset(seed=11)
+    again = env.reset(seed=11)
+    assert first[0] == again[0] and first[1]["task"] == again[1]["task"]
+    assert {env.reset(seed=seed)[1]["task"]["id"] for seed in range(6)} != {first[1]["task"]["id"]}
+    env.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turn=st.one_of(st.text(max_size=300), st.text(max_size=400).map(act)))
+def test_any_text_is_answered_never_raised(manager, turn):
+    env = make(manager, max_observation_chars=1000)
+    env.reset(options={"task_name": "boil", "variation": 1})
+    observation, reward, terminated, truncated, info = env.step(turn)
+    assert isinstance(observation, str) and len(observation) <= 1000
+    assert reward == 0 and not truncated
+    assert info["errors"] or info["tool_results"] or terminated
+    env.close()
