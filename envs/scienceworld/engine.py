@@ -9,7 +9,8 @@ computes the valid actions only when asked, as one JSON string.
 The JVM is started by this module rather than by the package, because the package offers no way to
 pass JVM options: the heap is bounded with ``-Xmx``, and identity hash codes are pinned (see
 :attr:`JvmConfig.deterministic`). ``--die-on-broken-pipe`` makes the JVM exit when its stdin closes,
-so no JVM outlives the Python process that started it, even one killed with SIGKILL.
+so no JVM outlives the Python process that started it, even one killed with SIGKILL; at a normal exit
+the JVMs still running are killed at once.
 
 Blocking py4j calls run in worker threads under a deadline (:meth:`ScienceWorldEngine.call`); a JVM
 that dies, hangs past the deadline or drops its connection is killed and marked failed, and every
@@ -26,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import contextlib
 import dataclasses
@@ -35,6 +37,7 @@ import select
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -159,6 +162,16 @@ class Loaded(msgspec.Struct, frozen=True):
     gold: tuple[str, ...] | None = None
 
 
+_running: weakref.WeakSet[ScienceWorldEngine] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_running_engines() -> None:
+    """Kills the JVMs still running when Python exits, rather than leave them to notice their closed stdin."""
+    for engine in list(_running):
+        engine._reap()
+
+
 class ScienceWorldEngine:
     """One simulator JVM and the calls an episode makes on it.
 
@@ -202,6 +215,7 @@ class ScienceWorldEngine:
         # Drain the JVM's output for its whole life (loads print a lot; a full pipe would stall it).
         self._drainer = threading.Thread(target=self._drain, name=f"scienceworld-jvm-{self.pid}", daemon=True)
         self._drainer.start()
+        _running.add(self)
 
     def _read_port(self) -> int:
         """Waits for the line where the gateway announces its port; JVM warnings may come first.
