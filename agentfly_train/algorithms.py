@@ -1,0 +1,297 @@
+"""Advantage estimators, policy and value losses, KL estimators: OpenRLHF 0.11.2's definitions.
+
+Every backend uses these functions, so a run means the same thing on a laptop CPU (the local backend)
+and on a GPU cluster (OpenRLHF). Tensors are ``(batch, tokens)`` with an ``action_mask`` that is 1 on
+the tokens the model generated and 0 on the prompt, the env's observations and the chat template's
+tokens; everything is computed under that mask.
+
+- Estimators: ``gae`` (PPO, with a critic), ``group_norm`` (GRPO), ``rloo``, ``reinforce``
+  (REINFORCE++: token-level KL in the reward, returns normalised over the global batch) and
+  ``reinforce_baseline``. Group estimators take the ``n`` chains of one task as consecutive rows.
+- Losses: PPO's clipped policy loss with separate low and high clip (and optional dual clip), the
+  clipped value loss, and two aggregations (``token-mean``, ``seq-mean-token-mean``).
+- KL: the k1, k2 and k3 estimators, either as a penalty in the token rewards or as a loss term.
+
+Example:
+    >>> import torch
+    >>> rewards = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    >>> [round(x, 3) for x in group_baseline(rewards, group_size=4, estimator="group_norm").tolist()]
+    [0.866, -0.866, -0.866, 0.866]
+    >>> [round(x, 3) for x in group_baseline(rewards, group_size=4, estimator="rloo").tolist()]
+    [0.667, -0.667, -0.667, 0.667]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+ESTIMATORS = ("gae", "group_norm", "rloo", "reinforce", "reinforce_baseline")
+#: Estimators whose advantages are normalised over all action tokens of the rollout batch.
+GLOBALLY_NORMALISED = ("gae", "reinforce", "reinforce_baseline")
+KL_ESTIMATORS = ("k1", "k2", "k3")
+LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-mean")
+
+
+def masked_mean(tensor: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Mean of ``tensor`` where ``mask`` is 1 (over everything, or along ``dim``)."""
+    if dim is None:
+        return (tensor * mask).sum() / mask.sum()
+    return (tensor * mask).sum(dim=dim) / mask.sum(dim=dim)
+
+
+def approx_kl(log_probs: torch.Tensor, ref_log_probs: torch.Tensor, estimator: str = "k1") -> torch.Tensor:
+    """Per-token estimate of KL(policy || reference) from the sampled tokens' log-probs.
+
+    k1 is ``log p - log q``; k2 is ``(log p - log q)^2 / 2``; k3 is ``exp(log q - log p) - 1 - (log q - log p)``
+    (Schulman's estimators). The value is clamped to ``[-10, 10]`` as OpenRLHF does.
+    """
+    log_ratio = log_probs.float() - ref_log_probs.float()
+    if estimator == "k1":
+        value = log_ratio
+    elif estimator == "k2":
+        value = log_ratio**2 / 2.0
+    elif estimator == "k3":
+        clamped = log_ratio.clamp(min=-10)  # bounds exp() before the final clamp, as OpenRLHF does
+        value = (-clamped).exp() - 1 + clamped
+    else:
+        raise ValueError(f"unknown KL estimator {estimator!r}; choose one of {KL_ESTIMATORS}")
+    return value.clamp(min=-10, max=10)
+
+
+def group_baseline(rewards: torch.Tensor, group_size: int, estimator: str) -> torch.Tensor:
+    """Shape per-episode rewards with the group baseline of the estimator.
+
+    ``rewards`` holds consecutive groups of ``group_size`` chains of one task. ``group_norm`` divides by
+    the group's unbiased (Bessel-corrected) std plus 1e-9, as ``torch.std`` and OpenRLHF do; ``rloo``
+    subtracts the mean of the other chains; ``reinforce_baseline`` subtracts the group mean; ``gae`` and
+    ``reinforce`` leave the rewards alone.
+    """
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}; choose one of {ESTIMATORS}")
+    if estimator in ("gae", "reinforce"):
+        return rewards.clone()
+    if rewards.numel() % group_size:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    grouped = rewards.float().reshape(-1, group_size)
+    if estimator == "rloo":
+        if group_size < 2:
+            raise ValueError("rloo needs at least 2 chains per task")
+        shaped = grouped - (grouped.sum(-1, keepdim=True) - grouped) / (group_size - 1)
+    elif estimator == "reinforce_baseline":
+        shaped = grouped - grouped.mean(-1, keepdim=True)
+    else:
+        shaped = (grouped - grouped.mean(-1, keepdim=True)) / (grouped.std(-1, keepdim=True) + 1e-9)
+    return shaped.reshape(-1)
+
+
+def token_rewards(
+    rewards: torch.Tensor,
+    action_mask: torch.Tensor,
+    kl: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    clip: float | None = None,
+) -> torch.Tensor:
+    """Per-token rewards: the episode's reward (clipped to ``[-clip, clip]``) on its last action token,
+    minus ``kl_coef * kl`` on every token."""
+    if clip:
+        rewards = rewards.clamp(-clip, clip)
+    last = action_mask.size(1) - 1 - action_mask.long().fliplr().argmax(dim=1, keepdim=True)
+    shaped = torch.zeros(action_mask.shape, dtype=torch.float32, device=action_mask.device)
+    shaped.scatter_(1, last, rewards.float().unsqueeze(1))
+    if kl is not None and kl_coef > 0:
+        shaped = shaped - kl_coef * kl
+    return shaped
+
+
+def cumulative_returns(rewards: torch.Tensor, action_mask: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Discounted return from each token on, counting rewards on action tokens only."""
+    rewards = rewards * action_mask
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros(rewards.size(0), dtype=rewards.dtype, device=rewards.device)
+    for t in reversed(range(rewards.size(1))):
+        running = rewards[:, t] + gamma * running
+        returns[:, t] = running
+    return returns
+
+
+def gae(
+    values: torch.Tensor, rewards: torch.Tensor, action_mask: torch.Tensor, gamma: float, lambd: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation: ``(advantages, returns)``, values and rewards masked to actions."""
+    values = values * action_mask
+    rewards = rewards * action_mask
+    running = torch.zeros(rewards.size(0), dtype=rewards.dtype, device=rewards.device)
+    reversed_advantages = []
+    length = rewards.size(1)
+    for t in reversed(range(length)):
+        next_values = values[:, t + 1] if t < length - 1 else 0.0
+        delta = rewards[:, t] + gamma * next_values - values[:, t]
+        running = delta + gamma * lambd * running
+        reversed_advantages.append(running)
+    advantages = torch.stack(reversed_advantages[::-1], dim=1)
+    return advantages, advantages + values
+
+
+def normalize_advantages(advantages: torch.Tensor, action_mask: torch.Tensor, std: bool = True) -> torch.Tensor:
+    """Whiten advantages over every action token of the batch (population variance, floor 1e-8)."""
+    count = action_mask.sum()
+    mean = (advantages * action_mask).sum() / count
+    if not std:
+        return advantages - mean
+    var = ((advantages - mean).pow(2) * action_mask).sum() / count
+    return (advantages - mean) * var.clamp(min=1e-8).rsqrt()
+
+
+@dataclass
+class Advantages:
+    """What :func:`compute_advantages` returns: per-token advantages and returns, and the token rewards."""
+
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    token_rewards: torch.Tensor
+
+
+def compute_advantages(
+    rewards: torch.Tensor,
+    action_mask: torch.Tensor,
+    *,
+    estimator: str,
+    group_size: int = 1,
+    kl: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    values: torch.Tensor | None = None,
+    gamma: float = 1.0,
+    lambd: float = 0.95,
+    std_norm: bool = True,
+    reward_clip: float | None = 10.0,
+) -> Advantages:
+    """Advantages and returns for a rollout batch, as OpenRLHF's experience maker computes them.
+
+    Args:
+        rewards: One scalar per episode, ``(batch,)``; groups of ``group_size`` consecutive rows.
+        action_mask: ``(batch, tokens)``, 1 on generated tokens.
+        estimator: One of :data:`ESTIMATORS`.
+        group_size: Chains per task.
+        kl: Per-token KL to the reference, for a KL penalty in the reward (None for none).
+        kl_coef: Its coefficient.
+        values: The critic's values (``gae`` only).
+        gamma: Discount; the group estimators always use 1.
+        lambd: GAE lambda.
+        std_norm: Divide by the std when normalising globally.
+        reward_clip: Clip the shaped episode rewards to ``[-reward_clip, reward_clip]`` (None: off).
+    """
+    shaped = group_baseline(rewards.float(), group_size, estimator)
+    per_token = token_rewards(shaped, action_mask, kl, kl_coef, reward_clip)
+    mask = action_mask.float()
+    if estimator == "gae":
+        if values is None:
+            raise ValueError("the gae estimator needs the critic's values")
+        advantages, returns = gae(values.float(), per_token, mask, gamma, lambd)
+    else:
+        returns = cumulative_returns(per_token, mask, gamma if estimator == "reinforce" else 1.0)
+        advantages = returns.clone()
+    if estimator in GLOBALLY_NORMALISED:
+        advantages = normalize_advantages(advantages, mask, std=std_norm)
+    return Advantages(advantages=advantages, returns=returns, token_rewards=per_token)
+
+
+def aggregate_loss(
+    loss: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str = "token-mean",
+    *,
+    num_tokens: float | torch.Tensor | None = None,
+    num_sequences: float | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Reduce a per-token loss to a scalar under the mask.
+
+    ``token-mean``: masked sum / number of action tokens; ``seq-mean-token-mean``: the mean over
+    sequences of each sequence's token mean (fully masked sequences left out). With gradient
+    accumulation, pass the totals of the whole optimiser step (``num_tokens`` / ``num_sequences``)
+    so that the micro-batch losses add up to the step's mean, as OpenRLHF does.
+    """
+    if mode == "token-mean":
+        return (loss * mask).sum() / (mask.sum() if num_tokens is None else num_tokens)
+    if mode != "seq-mean-token-mean":
+        raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {LOSS_AGGREGATIONS}")
+    counts = mask.sum(dim=-1)
+    per_sequence = (loss * mask).sum(dim=-1) / (counts + 1e-8)
+    present = (counts > 0).float()
+    return (per_sequence * present).sum() / (present.sum() if num_sequences is None else num_sequences)
+
+
+@dataclass
+class PolicyLossResult:
+    """The policy loss and its diagnostics (clip fraction, approximate KL to the old policy)."""
+
+    loss: torch.Tensor
+    clip_ratio: torch.Tensor
+    ppo_kl: torch.Tensor
+
+
+def policy_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    action_mask: torch.Tensor,
+    *,
+    clip_eps_low: float = 0.2,
+    clip_eps_high: float = 0.2,
+    dual_clip: float | None = None,
+    mode: str = "token-mean",
+    num_tokens: float | torch.Tensor | None = None,
+    num_sequences: float | torch.Tensor | None = None,
+) -> PolicyLossResult:
+    """PPO's clipped surrogate: ``-min(r A, clip(r, 1 - low, 1 + high) A)``, dual-clipped when asked."""
+    log_ratio = log_probs - old_log_probs
+    ratio = log_ratio.clamp(min=-20.0, max=20.0).exp()
+    surr1 = ratio * advantages
+    surr2 = ratio.clamp(1 - clip_eps_low, 1 + clip_eps_high) * advantages
+    if dual_clip:
+        clipped = torch.min(surr1, surr2)
+        loss = -torch.where(advantages < 0, torch.max(clipped, dual_clip * advantages), clipped)
+    else:
+        loss = -torch.min(surr1, surr2)
+    mask = action_mask.float()
+    return PolicyLossResult(
+        loss=aggregate_loss(loss, mask, mode, num_tokens=num_tokens, num_sequences=num_sequences),
+        clip_ratio=masked_mean(torch.lt(surr2, surr1).float(), mask).detach(),
+        ppo_kl=masked_mean(-log_ratio.detach(), mask),
+    )
+
+
+def value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    action_mask: torch.Tensor,
+    *,
+    clip_eps: float | None = 0.5,
+    mode: str = "token-mean",
+    num_tokens: float | torch.Tensor | None = None,
+    num_sequences: float | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Half the (clipped) squared error of the critic: ``0.5 * max((v_clip - R)^2, (v - R)^2)``."""
+    if clip_eps:
+        clipped = old_values + (values - old_values).clamp(-clip_eps, clip_eps)
+        loss = torch.max((clipped - returns) ** 2, (values - returns) ** 2)
+    else:
+        loss = (values - returns) ** 2
+    return 0.5 * aggregate_loss(loss, action_mask.float(), mode, num_tokens=num_tokens, num_sequences=num_sequences)
+
+
+def kl_loss(
+    log_probs: torch.Tensor,
+    ref_log_probs: torch.Tensor,
+    action_mask: torch.Tensor,
+    *,
+    estimator: str = "k3",
+    mode: str = "token-mean",
+    num_tokens: float | torch.Tensor | None = None,
+    num_sequences: float | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The KL to the reference as a loss term (multiply by the KL coefficient and add to the policy loss)."""
+    kl = approx_kl(log_probs, ref_log_probs, estimator)
+    return aggregate_loss(kl, action_mask.float(), mode, num_tokens=num_tokens, num_sequences=num_sequences)

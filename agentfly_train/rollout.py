@@ -1,0 +1,416 @@
+"""Token-faithful multi-turn rollouts: many env episodes driven concurrently through ``astep``.
+
+Each episode's sequence is built by appending tokens only: the prompt (tokenized once), then for every
+turn the tokens the model generated (kept exactly, with their log-probs, ``action_mask`` 1) and the
+observation turn (the chat template's tool or user turn around the env's text, tokenized once,
+``action_mask`` 0). Nothing is decoded and re-tokenized to rebuild the history; the action text the
+env receives is decoded from the generated tokens, and that is the only decoding.
+
+Scheduling (``overlap=True``): every episode is a coroutine; one server batches the episodes that are
+waiting for the model and runs the generator in a worker thread, so env steps of the other episodes
+(tool calls, sandboxes, searches) run on the event loop meanwhile. A batch starts at once when every
+unfinished episode is waiting, else after ``batch_wait_s`` with whoever is waiting. ``overlap=False``
+plays lockstep rounds (generate for all, then step all), the usual synchronous loop, for comparison.
+
+Multi-chain: ``samples_per_prompt`` chains of one task (same env seed, so the same task) run at once and
+come back as consecutive episodes: the group of GRPO and RLOO.
+
+Example:
+    >>> rollout = Rollout(envs, chat, generator, RolloutConfig(samples_per_prompt=4))  # doctest: +SKIP
+    >>> result = rollout.run(task_seeds=[0, 1], sample_seed=0)  # doctest: +SKIP
+    >>> len(result.episodes), result.stats.env_wait_share < 0.05  # doctest: +SKIP
+    (8, True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agentfly_env.aio import run_sync
+from agentfly_env.types import Trajectory
+from agentfly_env.vector import AgentVectorEnv
+from agentfly_train.chat import ChatFormat
+from agentfly_train.config import RolloutConfig
+from agentfly_train.generation import Generation, GenerationRequest, Generator, SamplingParams
+
+
+@dataclass
+class Turn:
+    """One model turn inside an episode's token sequence.
+
+    Attributes:
+        start: Index of the turn's first generated token in ``Episode.token_ids``.
+        end: One past its last generated token.
+        finish_reason: ``stop``, ``stop_string`` or ``length`` (the per-turn budget cut it).
+        observation_tokens: Tokens appended after it (template and observation; 0 after the last turn).
+    """
+
+    start: int
+    end: int
+    finish_reason: str
+    observation_tokens: int = 0
+
+
+@dataclass
+class Episode:
+    """One played episode, as tokens and as the env recorded it.
+
+    Attributes:
+        group: Index of its task in the rollout batch.
+        chain: Index of the chain within the group.
+        seed: The env seed (the task).
+        token_ids: The whole sequence: prompt, turns, observations.
+        action_mask: 1 for each token the model generated, 0 for the rest.
+        logprobs: The generator's log-prob of each generated token; 0.0 elsewhere.
+        prompt_length: Tokens in the first prompt.
+        turns: The model turns.
+        reward: Sum of the env's rewards.
+        success: The env's ``success`` on the last step.
+        terminated: The env ended the episode (solved, failed, answered).
+        truncated: The episode was cut: by the env, the turn limit or the token budget.
+        truncation_reason: ``max_turns``, ``max_tokens`` or the env's reason.
+        tool_calls: Tool calls the env parsed over the episode.
+        parse_errors: Malformed tool calls over the episode.
+        errors: All errors the env counted (parse errors, unknown tools, failures, ...).
+        env_seconds: Time spent in ``areset`` and ``astep``.
+        trajectory: The env's own record of the episode.
+    """
+
+    group: int
+    chain: int
+    seed: int
+    token_ids: list[int] = field(default_factory=list)
+    action_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    prompt_length: int = 0
+    turns: list[Turn] = field(default_factory=list)
+    reward: float = 0.0
+    success: bool = False
+    terminated: bool = False
+    truncated: bool = False
+    truncation_reason: str | None = None
+    tool_calls: int = 0
+    parse_errors: int = 0
+    errors: int = 0
+    env_seconds: float = 0.0
+    trajectory: Trajectory | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(self.action_mask)
+
+    def append(self, token_ids: Sequence[int], *, generated: bool, logprobs: Sequence[float] = ()) -> None:
+        """Append tokens: generated ones with their log-probs, or env/template ones (mask 0)."""
+        self.token_ids.extend(token_ids)
+        self.action_mask.extend([1 if generated else 0] * len(token_ids))
+        self.logprobs.extend(logprobs if generated else [0.0] * len(token_ids))
+
+
+@dataclass
+class RolloutStats:
+    """Timing of one rollout.
+
+    Attributes:
+        wall_s: Wall time of the whole rollout.
+        generate_s: Time the generator was busy.
+        env_s: Time spent in env calls, summed over episodes (they overlap, so it can exceed the wall).
+        generated_tokens: Tokens sampled.
+        batches: Generation batches.
+        pool_leases_peak: Most resource-pool leases the envs held at once (sampled at each batch).
+    """
+
+    wall_s: float = 0.0
+    generate_s: float = 0.0
+    env_s: float = 0.0
+    generated_tokens: int = 0
+    batches: int = 0
+    pool_leases_peak: int = 0
+
+    def count_batch(self, envs: AgentVectorEnv, seconds: float) -> None:
+        """Record one generation batch and the pool leases held while it ran."""
+        self.batches += 1
+        self.generate_s += seconds
+        self.pool_leases_peak = max(self.pool_leases_peak, pool_leases_in_use(envs))
+
+    @property
+    def env_wait_s(self) -> float:
+        """Wall time the generator sat idle: waiting on envs (and on the bookkeeping around them)."""
+        return max(0.0, self.wall_s - self.generate_s)
+
+    @property
+    def env_wait_share(self) -> float:
+        return self.env_wait_s / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated_tokens / self.wall_s if self.wall_s else 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "wall_s": self.wall_s,
+            "generate_s": self.generate_s,
+            "env_s": self.env_s,
+            "env_wait_s": self.env_wait_s,
+            "env_wait_share": self.env_wait_share,
+            "generated_tokens": self.generated_tokens,
+            "tokens_per_s": self.tokens_per_s,
+            "batches": self.batches,
+            "pool_leases_peak": self.pool_leases_peak,
+        }
+
+
+@dataclass
+class RolloutResult:
+    """Episodes in (group, chain) order, and the rollout's timing."""
+
+    episodes: list[Episode]
+    stats: RolloutStats
+
+
+def record_step(episode: Episode, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]) -> None:
+    """Add an env step's reward, tool calls, errors, success and end flags to the episode."""
+    episode.reward += float(reward)
+    episode.tool_calls += len(info.get("tool_calls", ()))
+    errors = info.get("errors") or {}
+    episode.parse_errors += int(errors.get("parse_error", 0))
+    episode.errors += int(sum(errors.values()))
+    episode.success = bool(info.get("success", False))
+    if terminated or truncated:
+        episode.terminated, episode.truncated = bool(terminated), bool(truncated) and not terminated
+        episode.truncation_reason = info.get("truncation_reason") if episode.truncated else None
+
+
+def pool_leases_in_use(envs: AgentVectorEnv) -> int:
+    """Leases held right now across the pools of the envs' resource managers."""
+    managers = {id(m): m for m in (getattr(env, "resources", None) for env in envs.envs) if m is not None}
+    return sum(stats.in_use for manager in managers.values() for stats in manager.stats().values())
+
+
+def sampling_params(config: RolloutConfig, chat: ChatFormat, *, temperature: float | None = None) -> SamplingParams:
+    """The generator's sampling parameters for a rollout config."""
+    return SamplingParams(
+        max_new_tokens=config.max_new_tokens,
+        temperature=config.temperature if temperature is None else temperature,
+        top_p=config.top_p,
+        top_k=config.top_k,
+        stop=tuple(config.stop),
+        stop_token_ids=tuple(sorted(chat.end_of_turn_ids)),
+    )
+
+
+class Rollout:
+    """Plays batches of episodes with a generator.
+
+    Args:
+        envs: The envs; one per episode of a batch (``prompts x samples_per_prompt`` at most).
+        chat: The chat template's token pieces.
+        generator: Continues token contexts (the policy).
+        config: Budgets, sampling and scheduling.
+        params: Sampling parameters (default: from ``config``).
+    """
+
+    def __init__(
+        self,
+        envs: AgentVectorEnv,
+        chat: ChatFormat,
+        generator: Generator,
+        config: RolloutConfig,
+        params: SamplingParams | None = None,
+    ) -> None:
+        self.envs = envs
+        self.chat = chat
+        self.tokenizer = chat.tokenizer
+        self.generator = generator
+        self.config = config
+        self.params = params or sampling_params(config, chat)
+        self.prefix_ids = chat.content_ids(config.assistant_prefix) if config.assistant_prefix else []
+
+    def run(self, task_seeds: Sequence[int], sample_seed: int, *, episode_id_prefix: str = "") -> RolloutResult:
+        """Sync form of :meth:`arun`."""
+        return run_sync(self.arun(task_seeds, sample_seed, episode_id_prefix=episode_id_prefix))
+
+    async def arun(self, task_seeds: Sequence[int], sample_seed: int, *, episode_id_prefix: str = "") -> RolloutResult:
+        """Play ``samples_per_prompt`` chains of each task; the env seed of task ``g`` is ``task_seeds[g]``.
+
+        Args:
+            task_seeds: One env seed per task.
+            sample_seed: Seeds the sampling; the same weights and seeds give the same episodes.
+            episode_id_prefix: Prefix of each trajectory's ``episode_id`` (``{prefix}{group}-{chain}``).
+        """
+        n = self.config.samples_per_prompt
+        episodes = [Episode(group=g, chain=c, seed=int(seed)) for g, seed in enumerate(task_seeds) for c in range(n)]
+        if len(episodes) > self.envs.num_envs:
+            raise ValueError(f"{len(episodes)} episodes need as many envs; the vector env has {self.envs.num_envs}")
+        stats = RolloutStats()
+        started = time.perf_counter()
+        if self.config.overlap:
+            await _OverlappedRun(self, episodes, sample_seed, stats).run()
+        else:
+            await self._lockstep(episodes, sample_seed, stats)
+        stats.wall_s = time.perf_counter() - started
+        stats.generated_tokens = sum(e.generated_tokens for e in episodes)
+        for index, episode in enumerate(episodes):
+            trajectory = self.envs.envs[index].trajectory
+            if trajectory is not None:
+                trajectory.episode_id = f"{episode_id_prefix}{episode.group}-{episode.chain}"
+            episode.trajectory = trajectory
+        return RolloutResult(episodes=episodes, stats=stats)
+
+    # ----------------------------------------------------------------- one episode's steps
+
+    async def _reset(self, index: int, episode: Episode) -> None:
+        started = time.perf_counter()
+        observations, infos = await self.envs.areset(seed=[episode.seed], indices=[index])
+        episode.env_seconds += time.perf_counter() - started
+        prompt = self.chat.encode_prompt(infos[0].get("system_prompt"), observations[0]) + self.prefix_ids
+        episode.append(prompt, generated=False)
+        episode.prompt_length = len(prompt)
+
+    def _request(self, episode: Episode, sample_seed: int) -> GenerationRequest | None:
+        """The next generation request, or None (and the episode truncated) when no budget is left."""
+        room = self.config.max_episode_tokens - len(episode.token_ids)
+        if room <= 0:
+            episode.truncated, episode.truncation_reason = True, "max_tokens"
+            return None
+        seed = np.random.SeedSequence([sample_seed, episode.group, episode.chain, len(episode.turns)])
+        return GenerationRequest(list(episode.token_ids), room, int(seed.generate_state(1, np.uint64)[0] >> 1))
+
+    def _take_generation(self, episode: Episode, generation: Generation) -> str:
+        """Append the generated tokens; return the action text for the env."""
+        start = len(episode.token_ids)
+        episode.append(generation.token_ids, generated=True, logprobs=generation.logprobs)
+        episode.turns.append(Turn(start, len(episode.token_ids), generation.finish_reason))
+        return self.config.assistant_prefix + self.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
+
+    def _take_step(
+        self, episode: Episode, generation: Generation, observation: str, reward: float,
+        terminated: bool, truncated: bool, info: dict[str, Any],
+    ) -> None:
+        """Record an env step; append the observation turn when the episode goes on."""
+        record_step(episode, reward, terminated, truncated, info)
+        if episode.done:
+            return
+        if len(episode.turns) >= self.config.max_turns:
+            episode.truncated, episode.truncation_reason = True, "max_turns"
+            return
+        continuation = self.chat.encode_observation(observation, generation.token_ids) + self.prefix_ids
+        if len(episode.token_ids) + len(continuation) >= self.config.max_episode_tokens:
+            episode.truncated, episode.truncation_reason = True, "max_tokens"
+            return
+        episode.append(continuation, generated=False)
+        episode.turns[-1].observation_tokens = len(continuation)
+
+    async def _step(self, index: int, episode: Episode, generation: Generation, action: str) -> None:
+        started = time.perf_counter()
+        result = await self.envs.astep({index: action})
+        episode.env_seconds += time.perf_counter() - started
+        self._take_step(
+            episode, generation, result.observations[0], float(result.rewards[0]),
+            bool(result.terminated[0]), bool(result.truncated[0]), result.infos[0],
+        )
+
+    # ----------------------------------------------------------------- lockstep rounds
+
+    async def _lockstep(self, episodes: list[Episode], sample_seed: int, stats: RolloutStats) -> None:
+        await asyncio.gather(*(self._reset(i, e) for i, e in enumerate(episodes)))
+        active = list(range(len(episodes)))
+        while active:
+            requests = {i: self._request(episodes[i], sample_seed) for i in active}
+            active = [i for i in active if requests[i] is not None]
+            if not active:
+                break
+            started = time.perf_counter()
+            generations = await asyncio.to_thread(
+                self.generator.generate, [requests[i] for i in active], self.params  # type: ignore[misc]
+            )
+            stats.count_batch(self.envs, time.perf_counter() - started)
+            actions = {i: self._take_generation(episodes[i], g) for i, g in zip(active, generations, strict=True)}
+            await asyncio.gather(
+                *(self._step(i, episodes[i], g, actions[i]) for i, g in zip(active, generations, strict=True))
+            )
+            active = [i for i in active if not episodes[i].done]
+        stats.env_s = sum(e.env_seconds for e in episodes)
+
+
+class _OverlappedRun:
+    """One overlapped rollout: a coroutine per episode and a server that batches generation."""
+
+    def __init__(self, rollout: Rollout, episodes: list[Episode], sample_seed: int, stats: RolloutStats) -> None:
+        self.rollout = rollout
+        self.episodes = episodes
+        self.sample_seed = sample_seed
+        self.stats = stats
+        self.live = len(episodes)
+        self.pending: list[tuple[GenerationRequest, asyncio.Future[Generation]]] = []
+        self.changed = asyncio.Event()
+
+    async def run(self) -> None:
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._serve())
+                for index, episode in enumerate(self.episodes):
+                    group.create_task(self._episode(index, episode))
+        except BaseExceptionGroup as errors:  # surface the failure itself, not the group around it
+            first = next((e for e in errors.exceptions if not isinstance(e, asyncio.CancelledError)), errors.exceptions[0])
+            raise first from None
+        self.stats.env_s = sum(e.env_seconds for e in self.episodes)
+
+    async def _episode(self, index: int, episode: Episode) -> None:
+        rollout = self.rollout
+        try:
+            await rollout._reset(index, episode)
+            while not episode.done:
+                request = rollout._request(episode, self.sample_seed)
+                if request is None:
+                    break
+                future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+                self.pending.append((request, future))
+                self.changed.set()
+                generation = await future
+                action = rollout._take_generation(episode, generation)
+                await rollout._step(index, episode, generation, action)
+        finally:
+            self.live -= 1
+            self.changed.set()
+
+    async def _serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        config = self.rollout.config
+        while self.live > 0:
+            if not self.pending:
+                await self.changed.wait()
+                self.changed.clear()
+                continue
+            deadline = loop.time() + config.batch_wait_s
+            while len(self.pending) < min(self.live, config.max_batch_size):
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                self.changed.clear()
+                try:
+                    await asyncio.wait_for(self.changed.wait(), remaining)
+                except TimeoutError:
+                    break
+            batch, self.pending = self.pending[: config.max_batch_size], self.pending[config.max_batch_size :]
+            started = time.perf_counter()
+            try:
+                generations = await asyncio.to_thread(
+                    self.rollout.generator.generate, [request for request, _ in batch], self.rollout.params
+                )
+            except BaseException:
+                for _, future in batch:
+                    future.cancel()
+                raise
+            self.stats.count_batch(self.rollout.envs, time.perf_counter() - started)
+            for (_, future), generation in zip(batch, generations, strict=True):
+                future.set_result(generation)

@@ -1,0 +1,147 @@
+"""The local backend learns: a tiny random model, SmolLM2's real tokenizer, an env whose reward depends
+on what the model says. Each algorithm must raise the mean reward clearly within a few seeded steps,
+and a run killed after a checkpoint resumes into exactly the step the uninterrupted run took.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_train_rollout import smollm2_dir, tiny_model, tokenizer  # noqa: F401 - shared fixtures
+
+from agentfly_env.core import AgentEnv, Transition
+from agentfly_train.backends.local import LocalTrainer
+from agentfly_train.config import Config
+
+
+class ShoutEnv(AgentEnv):
+    """Two turns; the reward is the share of words with a capital letter (what the model says)."""
+
+    async def _reset(self, seed, options):
+        self.said: list[str] = []
+        return "Say something in capitals.", {"system_prompt": "Shout."}
+
+    async def _step(self, action):
+        self.said.append(action)
+        if len(self.said) < 2:
+            return Transition("Louder!")
+        words = " ".join(self.said).split()
+        score = sum(any(c.isupper() for c in w) for w in words) / len(words) if words else 0.0
+        return Transition("", reward=score, terminated=True, info={"success": score >= 0.8})
+
+
+def shout_config(algo: str, out_dir: str | Path, **train) -> Config:
+    # PPO's critic starts untrained: a gentler policy step; the critic-free estimators take two epochs per batch
+    lr, epochs = (5e-3, 1) if algo == "ppo" else (1e-2, 2)
+    return Config.from_dict(
+        {
+            "algo": algo,
+            "seed": 0,
+            "out_dir": str(out_dir),
+            "model": {"threads": 1},
+            # top-k keeps the random model's choices few, so a handful of steps can move them
+            "rollout": {"prompts_per_step": 4, "samples_per_prompt": 4, "max_turns": 2, "max_new_tokens": 6,
+                        "max_episode_tokens": 128, "top_k": 10},
+            "train": {"steps": 8, "lr": lr, "epochs": epochs, "critic_lr": 1e-2, "micro_batch_size": 16, **train},
+            "log": {"tensorboard": False, "plot": False, "progress": False},
+        }
+    )
+
+
+def train(config: Config, tokenizer, seed: int = 0) -> tuple[LocalTrainer, list[dict]]:  # noqa: F811
+    trainer = LocalTrainer(config, model=tiny_model(tokenizer, seed=seed), tokenizer=tokenizer, env_fn=lambda: ShoutEnv(max_turns=3))
+    steps: list[dict] = []
+    trainer.fit(on_step=lambda step, metrics: steps.append(metrics))
+    return trainer, steps
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Same numerics in every process (the resume test compares two), and no oversubscribed cores."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "grpo", "rloo", "reinforce++"])
+def test_each_algorithm_raises_the_reward(algo, tokenizer, tmp_path):  # noqa: F811
+    _, steps = train(shout_config(algo, tmp_path), tokenizer)
+    rewards = [m["reward_mean"] for m in steps]
+    start, end = sum(rewards[:2]) / 2, sum(rewards[-3:]) / 3
+    assert end > start + 0.2 and end > 0.5, rewards
+    assert all(m["policy_loss"] == m["policy_loss"] for m in steps)  # finite
+    if algo == "ppo":
+        assert all("value_loss" in m for m in steps)
+    if algo in ("grpo", "reinforce++"):  # the KL to the reference: a loss for GRPO, in the reward for REINFORCE++
+        assert steps[-1]["kl"] > 0 and ("kl_loss" in steps[-1]) == (algo == "grpo")
+    assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 8
+    assert len((tmp_path / "trajectories.jsonl").read_text().splitlines()) == 8 * 16
+    assert (tmp_path / "final" / "model.safetensors").exists()
+
+
+CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+from test_train_learning import ShoutEnv, shout_config
+from test_train_rollout import tiny_model
+from agentfly_train.backends.local import LocalTrainer
+from agentfly_train.models import load_tokenizer
+tokenizer = load_tokenizer({model!r})
+config = shout_config("ppo", {out!r}, steps=1000, save_every=1, keep_checkpoints=1000)
+LocalTrainer(config, model=tiny_model(tokenizer), tokenizer=tokenizer, env_fn=lambda: ShoutEnv(max_turns=3)).fit()
+"""
+
+
+def test_checkpoint_kill_resume_takes_the_same_next_step(tokenizer, smollm2_dir, tmp_path):  # noqa: F811
+    killed = tmp_path / "killed"
+    log = open(tmp_path / "child.log", "wb")  # noqa: SIM115 - closed below
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD.format(tests=str(Path(__file__).parent), model=smollm2_dir, out=str(killed))],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    checkpoint = killed / "checkpoints" / "step-000002"
+    try:
+        deadline = time.monotonic() + 240
+        while not checkpoint.exists():
+            assert child.poll() is None, (tmp_path / "child.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the child never reached its second checkpoint"
+            time.sleep(0.2)
+    finally:
+        child.kill()  # SIGKILL: no chance to clean up, as a crash or an OOM kill
+        child.wait()
+        log.close()
+    assert child.returncode == -signal.SIGKILL
+
+    # the uninterrupted run's third step
+    reference, reference_steps = train(shout_config("ppo", tmp_path / "reference", steps=3), tokenizer)
+    # a new process's worth of state: a fresh model, then the checkpoint the killed child wrote
+    resumed, resumed_steps = train(shout_config("ppo", killed, steps=3, resume=str(checkpoint)), tokenizer)
+    assert len(resumed_steps) == 1 and resumed.step == 3
+    assert resumed_steps[0]["reward_mean"] == reference_steps[2]["reward_mean"]  # the same episodes were played
+    assert resumed_steps[0]["generated_tokens_per_episode"] == reference_steps[2]["generated_tokens_per_episode"]
+    for key in ("policy_loss", "value_loss", "grad_norm"):  # float noise between two processes' kernels at most
+        assert resumed_steps[0][key] == pytest.approx(reference_steps[2][key], rel=1e-4, abs=1e-6), key
+    # Two processes' CPU kernels may differ in the last bits, and Adam magnifies that on a few weights whose
+    # gradients are tiny; a different step would move most weights by about the learning rate (5e-3).
+    differences = [
+        (a - b).abs().flatten()
+        for a, b in zip(reference.policy.state_dict().values(), resumed.policy.state_dict().values(), strict=True)
+    ]
+    difference = torch.cat(differences)
+    assert difference.max() < 1e-4 and (difference > 1e-6).float().mean() < 1e-4
+    # the killed run's records beyond its checkpoint were dropped, the resumed step appended
+    steps = [line for line in (killed / "metrics.jsonl").read_text().splitlines()]
+    assert [int(line.split('"step": ')[1].split(",")[0]) for line in steps] == [1, 2, 3]
+
+
+def test_resume_auto_without_a_checkpoint_starts_fresh(tokenizer, tmp_path):  # noqa: F811
+    config = shout_config("grpo", tmp_path, steps=1, resume="auto")
+    trainer, steps = train(config, tokenizer)
+    assert len(steps) == 1 and trainer.latest_checkpoint().name == "step-000001"
