@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SYSTEM_PACKAGES := redis-server bubblewrap
 
-.PHONY: setup system-deps demo test bench clean
+.PHONY: setup system-deps demo play test bench clean
 
 setup: $(VENV)/.installed
 
@@ -34,7 +34,13 @@ system-deps:
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
+# The main job: a short GRPO run of the bundled SmolLM2-135M on Math-v0 (a few minutes on a laptop CPU),
+# ending with runs/quickstart/reward_curve.png.
 demo: setup
+	$(VENV)/bin/agentfly-train --config quickstart
+
+# Every registered env played by its scripted expert: tasks, tools and rewards end to end.
+play: setup
 	$(VENV)/bin/agentfly-play
 
 test: setup system-deps
