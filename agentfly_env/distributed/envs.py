@@ -1,0 +1,127 @@
+"""Pools of whole envs: lease an env for an episode, here or on a Ray cluster, through one interface.
+
+:func:`make_env_pool` returns a :class:`~agentfly_env.pool.ResourcePool` whose resource is an
+:class:`EnvHandle`: something with the env's own ``areset``/``astep`` that a trainer awaits without
+knowing where the env runs. With ``backend="local"`` the handle is the env itself, built in this
+process; with ``backend="ray"`` it is a :class:`~agentfly_env.distributed.ray_actors.RayEnvHandle` on an
+async Ray actor that holds the env (see that module).
+
+Example:
+    >>> import asyncio
+    >>> async def one_episode() -> float:
+    ...     async with make_env_pool("AgentFly/Math-v0", {"difficulty": 0}, backend="local", size=2) as pool:
+    ...         async with pool.lease(timeout=30) as env:
+    ...             obs, info = await env.areset(seed=5)
+    ...             obs, reward, terminated, truncated, info = await env.astep("<answer>-17</answer>")
+    ...             return reward
+    >>> asyncio.run(one_episode())
+    1.0
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import gymnasium as gym
+
+from agentfly_env.core import AgentEnv
+from agentfly_env.pool import PoolConfig, ResourcePool, ResourceSpec
+
+if TYPE_CHECKING:
+    from agentfly_env.distributed.ray_actors import RayEnvOptions
+
+__all__ = ["EnvHandle", "make_env", "make_env_pool"]
+
+
+class EnvHandle(Protocol):
+    """What an env pool lends: the async half of the Gymnasium API, plus a way to release the env.
+
+    :class:`~agentfly_env.core.AgentEnv` is one (the local backend lends the env itself); so is
+    :class:`~agentfly_env.distributed.ray_actors.RayEnvHandle`. The values are the env's own.
+    """
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]: ...
+
+    async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> AgentEnv:
+    """``gym.make(env_id, **env_kwargs)``, unwrapped: the async-native env that pools lend.
+
+    Gymnasium's wrappers only have the sync ``reset``/``step``; the pool's callers need ``areset`` and
+    ``astep``, so the handle is the env inside them.
+
+    Raises:
+        gymnasium.error.Error: ``env_id`` is not registered.
+        TypeError: The env is not an :class:`~agentfly_env.core.AgentEnv`.
+
+    Example:
+        >>> make_env("AgentFly/Math-v0", {"difficulty": 0}).env_id
+        'AgentFly/Math-v0'
+    """
+    env = gym.make(env_id, **dict(env_kwargs or {})).unwrapped
+    if not isinstance(env, AgentEnv):
+        raise TypeError(f"{env_id} is a {type(env).__name__}, not an AgentEnv: it has no areset/astep to pool")
+    return env
+
+
+def make_env_pool(
+    env_id: str,
+    env_kwargs: Mapping[str, Any] | None = None,
+    *,
+    backend: Literal["local", "ray"] = "local",
+    size: int,
+    ray_options: RayEnvOptions | Mapping[str, Any] | None = None,
+    **pool_options: Any,
+) -> ResourcePool[EnvHandle]:
+    """A pool of ``size`` envs, each leased for one episode at a time.
+
+    Args:
+        env_id: A registered id, e.g. ``"AgentFly/Math-v0"``.
+        env_kwargs: Passed to ``gym.make`` (in each Ray actor for ``backend="ray"``, so picklable).
+        backend: ``"local"``: envs in this process. ``"ray"``: one env per async Ray actor, spread over
+            the cluster (Ray must be installed; a process that has not called ``ray.init`` gets Ray's
+            default one on the first actor).
+        size: Most envs alive at once.
+        ray_options: Actor resources, scheduling and timeouts (:class:`RayEnvOptions` or its fields as a
+            mapping); only for ``backend="ray"``.
+        **pool_options: Other :class:`~agentfly_env.pool.PoolConfig` fields (``prewarm``, ``max_uses``,
+            ``idle_ttl_s``, ``acquire_timeout_s``).
+
+    Raises:
+        ValueError: Unknown backend, ``ray_options`` given for the local backend, or a bad pool option.
+        gymnasium.error.Error: ``env_id`` is not registered.
+        ImportError: ``backend="ray"`` without Ray installed.
+    """
+    gym.spec(env_id)  # an unknown id fails here, not in every create
+    config = PoolConfig.from_dict({"size": size, **pool_options})
+    kwargs = dict(env_kwargs or {})
+    spec: ResourceSpec[Any]
+    if backend == "local":
+        if ray_options is not None:
+            raise ValueError("ray_options only apply to backend='ray'")
+        # gym.make can load data (task sets, indexes): build envs off the event loop.
+        spec = ResourceSpec(create=functools.partial(make_env, env_id, kwargs), destroy=_close_env, blocking=True)
+    elif backend == "ray":
+        # Imported here: ray_actors builds on this module.
+        from agentfly_env.distributed.ray_actors import RayEnvOptions, ray_env_spec
+
+        if importlib.util.find_spec("ray") is None:
+            raise ImportError("backend='ray' needs Ray: pip install 'agentfly-gym[ray]'")
+        if not isinstance(ray_options, RayEnvOptions):
+            ray_options = RayEnvOptions(**(ray_options or {}))
+        spec = ray_env_spec(env_id, kwargs, ray_options)
+    else:
+        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
+    return ResourcePool(spec, config, name=f"{backend}:{env_id}")
+
+
+async def _close_env(env: AgentEnv) -> None:
+    await env.aclose()
