@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 _SENTINELS = ("AGENTFLYSENTINELA", "AGENTFLYSENTINELB", "AGENTFLYSENTINELC", "AGENTFLYSENTINELD")
@@ -85,6 +86,12 @@ class ChatFormat:
         if not end_of_turn:
             raise ChatTemplateError("cannot tell which token ends a model turn (no special closing token, no EOS)")
         self.end_of_turn_ids: frozenset[int] = frozenset(end_of_turn)
+        self._closing_text = tokenizer.decode(self._between_ids[:1])
+        if not self.between.startswith(self._closing_text):
+            raise ChatTemplateError(f"the template's turn closing {self.between!r} does not start with its first token's text")
+        self._end_of_turn_texts = sorted({tokenizer.decode([i]) for i in end_of_turn} - {""}, key=len, reverse=True)
+        specials = sorted({t for t in tokenizer.all_special_tokens if len(t) > 1}, key=len, reverse=True)
+        self._special = re.compile("|".join(map(re.escape, specials))) if specials else None
 
     # ----------------------------------------------------------------- encoding
 
@@ -113,10 +120,32 @@ class ChatFormat:
 
         The model's own end-of-turn token, when it generated one, is not repeated.
         """
-        between = self._between_ids
-        if generated and generated[-1] in self.end_of_turn_ids and generated[-1] == between[0]:
-            between = between[1:]
+        between = self._between_ids[1:] if self._closed_by(generated) else self._between_ids
         return between + self.content_ids(text) + self._after_ids
+
+    def observation_text(self, text: str, generated: list[int]) -> str:
+        """:meth:`encode_observation` as text, for trainers that tokenize the continuation themselves.
+
+        OpenRLHF's agent loop tokenizes what the env returns with special tokens parsed, so special-token
+        strings inside ``text`` are broken with a zero-width space: an observation cannot end a turn.
+        """
+        between = self.between[len(self._closing_text) :] if self._closed_by(generated) else self.between
+        return between + self.plain_text(text) + self.after
+
+    def plain_text(self, text: str) -> str:
+        """``text`` with every special-token string broken (``<|im_end|>`` -> ``<\u200b|im_end|>``)."""
+        return self._special.sub(lambda match: match[0][0] + "\u200b" + match[0][1:], text) if self._special else text
+
+    def strip_end_of_turn(self, text: str) -> str:
+        """``text`` without a trailing end-of-turn token string (engines that decode special tokens leave it)."""
+        for closing in self._end_of_turn_texts:
+            if text.endswith(closing):
+                return text[: -len(closing)]
+        return text
+
+    def _closed_by(self, generated: list[int]) -> bool:
+        """Whether the model ended its turn with the template's own closing token."""
+        return bool(generated) and generated[-1] in self.end_of_turn_ids and generated[-1] == self._between_ids[0]
 
     def content_ids(self, text: str) -> list[int]:
         """A message content as plain text tokens (special-looking text is not turned into special tokens)."""

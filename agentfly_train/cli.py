@@ -8,6 +8,8 @@ Examples::
     agentfly-train eval --model runs/train/final --episodes 200
     agentfly-train eval --base-url http://gpu-box:8000/v1 --server-model Qwen/Qwen2.5-7B-Instruct
     agentfly-train export --count 10000 --output prompts.jsonl   # prompt file for OpenRLHF
+    agentfly-train --config openrlhf --dry-run                   # the OpenRLHF command for 8 GPUs, printed
+    agentfly-train --config openrlhf --ray-address http://head:8265   # ... submitted to a Ray cluster
 
 Flags override the config file; ``--set section.field=value`` reaches any field (see
 ``agentfly_train/config.py``). The config is checked before torch or transformers load, so a
@@ -53,6 +55,7 @@ FIELD_FLAGS = {
     "server_model": "eval.server_model",
     "eval_temperature": "eval.temperature",
     "concurrency": "eval.concurrency",
+    "ray_address": "openrlhf.ray_address",
 }
 
 
@@ -91,6 +94,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--resume", nargs="?", const="auto", help="continue from the latest checkpoint, or a path")
         parser.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="openrlhf backend: export the prompt files and print the command, run nothing")
+        parser.add_argument("--ray-address", help="openrlhf backend: submit to this Ray cluster (http://head:8265)")
     if command == "eval":
         parser.add_argument("--episodes", type=int)
         parser.add_argument("--base-url", help="an OpenAI-compatible server, e.g. http://host:8000/v1")
@@ -136,11 +142,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(json.dumps(config.to_dict(), indent=2))
             return 0
-        config.validate(check_model=command != "export")
+        dry_run = getattr(args, "dry_run", False)
+        if dry_run and config.backend != "openrlhf":
+            raise ConfigError("--dry-run prints the OpenRLHF command: use it with --backend openrlhf")
+        config.validate(check_model=command != "export" and not dry_run)
         if command == "eval" and args.split == "train":
             config.env.eval_options = {}
+        # The openrlhf backend is built here: what it checks (installed packages, paths) is a config error too.
+        launcher = _openrlhf_launcher(config, dry_run=dry_run) if command == "train" and config.backend == "openrlhf" else None
     except ConfigError as error:
         parser.error(str(error))
+    if launcher is not None:
+        for note in launcher.notes:
+            print(f"# {note}")
+        print(launcher.shell(), flush=True)
+        return 0 if dry_run else launcher.run()
     # OpenMP threads that spin while waiting make a shared CPU crawl; passive waiting costs nothing.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if command == "eval":
@@ -152,6 +168,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {count} tasks of {config.env.id} to {args.output}")
         return 0
     return _train(config)
+
+
+def _openrlhf_launcher(config: Config, *, dry_run: bool) -> Any:
+    from agentfly_train.backends import backend_class
+
+    return backend_class(config)(config, dry_run=dry_run)
 
 
 def _train(config: Config) -> int:

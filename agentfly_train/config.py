@@ -1,8 +1,9 @@
 """The trainer's configuration: dataclasses, read from TOML, overridden by flags, validated early.
 
 One :class:`Config` describes a whole run; every backend reads the same one. A TOML file gives its
-sections (``[model]``, ``[env]``, ``[rollout]``, ``[algorithm]``, ``[train]``, ``[log]``, ``[eval]``) and
-dotted overrides (``train.lr=1e-5``) change single fields. :meth:`Config.validate` checks everything
+sections (``[model]``, ``[env]``, ``[rollout]``, ``[algorithm]``, ``[train]``, ``[log]``, ``[eval]``, and
+``[openrlhf]`` for the cluster backend) and dotted overrides (``train.lr=1e-5``) change single
+fields. :meth:`Config.validate` checks everything
 that can be checked without torch or transformers (the env id, the algorithm, the model's location,
 budgets), so a bad config fails in a fraction of a second with a message that says what to fix.
 
@@ -240,6 +241,118 @@ class EvalConfig:
     timeout_s: float = 120.0
 
 
+#: ``openrlhf.colocate`` values: which roles share GPUs (OpenRLHF's ``--train.colocate_*`` flags).
+COLOCATE_CHOICES = ("all", "actor-ref", "critic-reward", "actor-ref+critic-reward", "none")
+
+
+@dataclass
+class OpenRLHFConfig:
+    """Cluster settings of the ``openrlhf`` backend (OpenRLHF 0.11.2 on vLLM, DeepSpeed and Ray).
+
+    The defaults fit one node with 8 GPUs in OpenRLHF's "hybrid engine" layout: 8 vLLM engines, the
+    DeepSpeed policy, its reference model (and the PPO critic) all share the 8 GPUs, vLLM sleeping while
+    DeepSpeed trains. The rest of the run (model, algorithm, batch sizes, lengths) comes from the other
+    sections; ``agentfly_train/backends/openrlhf/launcher.py`` maps every field to its flag.
+
+    Attributes:
+        vllm_engines: vLLM engines that generate rollouts (``--vllm.num_engines``).
+        vllm_tensor_parallel: GPUs per vLLM engine (``--vllm.tensor_parallel_size``). Colocated
+            (``all``, sync), ``vllm_engines x vllm_tensor_parallel`` must equal the actor's GPUs.
+        vllm_gpu_memory_utilization: Share of a GPU's memory vLLM takes for weights and KV cache;
+            0.6 leaves DeepSpeed room on a shared GPU (raise it when vLLM has GPUs of its own).
+        vllm_prefix_caching: Reuse the KV cache of shared prefixes: every turn re-sends the episode so
+            far, so multi-turn rollouts gain most.
+        vllm_enforce_eager: No CUDA graphs in vLLM (less memory, slower generation).
+        enable_sleep: Put vLLM and DeepSpeed to sleep in turn (``--vllm.enable_sleep``,
+            ``--ds.enable_sleep``); only with ``colocate = "all"``, where it frees the shared GPUs.
+        num_nodes: Nodes of the policy (actor) group.
+        gpus_per_node: GPUs per node of the policy group.
+        ref_num_nodes: Nodes of the reference model (KL); 0 = as the actor (needed when colocated).
+        ref_gpus_per_node: GPUs per node of the reference model; 0 = as the actor.
+        critic_num_nodes: Nodes of the PPO critic; 0 = as the actor.
+        critic_gpus_per_node: GPUs per node of the PPO critic; 0 = as the actor.
+        colocate: Which roles share GPUs: ``all`` (every model and the vLLM engines), ``actor-ref``,
+            ``critic-reward`` (PPO), ``actor-ref+critic-reward``, or ``none`` (each role its own GPUs).
+        async_train: Generate the next rollout batch while training on the last one
+            (``--train.async_enable``; one step off-policy). vLLM then needs GPUs of its own: not with
+            ``colocate = "all"``.
+        async_queue_size: Rollout batches the async generator may run ahead.
+        zero_stage: DeepSpeed ZeRO stage (3 shards parameters too, as OpenRLHF's hybrid-engine recipes do).
+        param_dtype: ``bf16`` or ``fp16`` training weights (``model.dtype`` is the local backend's).
+        packing: Pack samples into one row per micro-batch (``--ds.packing_samples``; needs flash-attention).
+        rollout_micro_batch_size: Episodes per GPU per forward pass when scoring rollouts (log-probs,
+            values); 0 = ``train.micro_batch_size``.
+        eval_every: Evaluate on ``eval.episodes`` tasks of the eval split every N steps (greedy at
+            ``eval.temperature``); 0 = no evaluation.
+        eval_samples_per_prompt: Samples per eval task.
+        env_pool: Where the plug-in keeps the envs: ``ray`` (actors across the cluster: env code never
+            blocks vLLM), ``local`` (in the vLLM engine's process) or ``auto`` (Ray when it runs).
+        env_pool_size: Env instances per env (and options) in each vLLM engine process.
+        env_vars: More environment variables for the run (e.g. ``AGENTFLY_LEASE_TIMEOUT_S``).
+        ray_address: Empty: run the command here (a GPU machine with the ``openrlhf`` extra). Set
+            (``http://head:8265``): submit it to that cluster with ``ray job submit``.
+        cluster_out_dir: Submitting: where the job writes checkpoints, the final model and TensorBoard
+            on the cluster (a shared filesystem); empty = ``out_dir``'s absolute path.
+        requirements: Submitting: install agentfly-gym's requirements (without extras) in the job's
+            runtime env on top of the cluster's packages; off when the cluster image has them (better
+            for ALFWorld, whose fast-downward-textworld builds from source).
+        runtime_env: Submitting: merged over the generated Ray runtime env (``env_vars`` key by key).
+        submit_args: Submitting: more ``ray job submit`` arguments (e.g. ``["--no-wait"]``).
+        extra_args: Raw ``train_ppo_ray`` arguments appended last (later flags win), e.g.
+            ``["--ds.adam_offload", "--actor.lr_scheduler", "cosine_with_min_lr"]``.
+    """
+
+    vllm_engines: int = 8
+    vllm_tensor_parallel: int = 1
+    vllm_gpu_memory_utilization: float = 0.6
+    vllm_prefix_caching: bool = True
+    vllm_enforce_eager: bool = False
+    enable_sleep: bool = True
+    num_nodes: int = 1
+    gpus_per_node: int = 8
+    ref_num_nodes: int = 0
+    ref_gpus_per_node: int = 0
+    critic_num_nodes: int = 0
+    critic_gpus_per_node: int = 0
+    colocate: str = "all"
+    async_train: bool = False
+    async_queue_size: int = 1
+    zero_stage: int = 3
+    param_dtype: str = "bf16"
+    packing: bool = True
+    rollout_micro_batch_size: int = 0
+    eval_every: int = 0
+    eval_samples_per_prompt: int = 1
+    env_pool: str = "ray"
+    env_pool_size: int = 16
+    env_vars: dict[str, Any] = field(default_factory=dict)
+    ray_address: str = ""
+    cluster_out_dir: str = ""
+    requirements: bool = True
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+    submit_args: list[str] = field(default_factory=list)
+    extra_args: list[str] = field(default_factory=list)
+
+    @property
+    def actor_gpus(self) -> int:
+        return self.num_nodes * self.gpus_per_node
+
+    @property
+    def ref_layout(self) -> tuple[int, int]:
+        """(nodes, GPUs per node) of the reference model."""
+        return self.ref_num_nodes or self.num_nodes, self.ref_gpus_per_node or self.gpus_per_node
+
+    @property
+    def critic_layout(self) -> tuple[int, int]:
+        """(nodes, GPUs per node) of the critic."""
+        return self.critic_num_nodes or self.num_nodes, self.critic_gpus_per_node or self.gpus_per_node
+
+    @property
+    def colocated(self) -> set[str]:
+        """The colocated groups: a subset of ``{"all", "actor-ref", "critic-reward"}``."""
+        return set() if self.colocate == "none" else set(self.colocate.split("+"))
+
+
 SECTIONS: dict[str, type] = {
     "model": ModelConfig,
     "env": EnvConfig,
@@ -248,6 +361,7 @@ SECTIONS: dict[str, type] = {
     "train": TrainConfig,
     "log": LogConfig,
     "eval": EvalConfig,
+    "openrlhf": OpenRLHFConfig,
 }
 
 
@@ -273,6 +387,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     log: LogConfig = field(default_factory=LogConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    openrlhf: OpenRLHFConfig = field(default_factory=OpenRLHFConfig)
 
     # ----------------------------------------------------------------- building
 
@@ -403,10 +518,11 @@ class Config:
             raise ConfigError("algorithm.kl_coef must be >= 0 and train.lr > 0")
         if not isinstance(self.env.options, dict) or not isinstance(self.env.eval_options, dict):
             raise ConfigError("env.options and env.eval_options must be tables")
-        if self.log.wandb and importlib.util.find_spec("wandb") is None:
+        if self.backend == "local" and self.log.wandb and importlib.util.find_spec("wandb") is None:
             raise ConfigError("log.wandb is on but wandb is not installed: pip install wandb")
-        if self.backend == "openrlhf" and importlib.util.find_spec("vllm") is None:
-            raise ConfigError("the openrlhf backend needs a GPU machine with the extra installed: pip install '.[openrlhf]'")
+        if self.backend == "openrlhf":
+            # Only combinations here: what must be installed depends on where the command runs (the launcher).
+            self._validate_openrlhf()
         if check_env:
             import agentfly_env  # light: registers the ids, imports no env package
 
@@ -414,11 +530,72 @@ class Config:
                 raise ConfigError(
                     f"unknown env id {self.env.id!r}; registered: {', '.join(agentfly_env.registered_ids())}"
                 )
-        if check_model and not self.eval.base_url:
+        # A job submitted to a cluster loads the model there: its path need not exist here.
+        if check_model and not self.eval.base_url and not (self.backend == "openrlhf" and self.openrlhf.ray_address):
             problem = model_problem(self.model.path)
             if problem:
                 raise ConfigError(problem)
         return self
+
+    def _validate_openrlhf(self) -> None:
+        """The combinations OpenRLHF would reject (or silently mishandle) once the cluster has started."""
+        cluster = self.openrlhf
+        _choice("openrlhf.colocate", cluster.colocate, COLOCATE_CHOICES)
+        _choice("openrlhf.env_pool", cluster.env_pool, ("ray", "local", "auto"))
+        _choice("openrlhf.param_dtype", cluster.param_dtype, ("bf16", "fp16"))
+        if cluster.zero_stage not in (0, 1, 2, 3):
+            raise ConfigError(f"openrlhf.zero_stage must be 0, 1, 2 or 3; got {cluster.zero_stage}")
+        for name in ("vllm_engines", "vllm_tensor_parallel", "num_nodes", "gpus_per_node", "async_queue_size",
+                     "eval_samples_per_prompt", "env_pool_size"):
+            if getattr(cluster, name) < 1:
+                raise ConfigError(f"openrlhf.{name} must be at least 1, got {getattr(cluster, name)}")
+        for name in ("ref_num_nodes", "ref_gpus_per_node", "critic_num_nodes", "critic_gpus_per_node", "rollout_micro_batch_size",
+                     "eval_every"):
+            if getattr(cluster, name) < 0:
+                raise ConfigError(f"openrlhf.{name} must be 0 or more, got {getattr(cluster, name)}")
+        if not 0 < cluster.vllm_gpu_memory_utilization <= 1:
+            raise ConfigError(f"openrlhf.vllm_gpu_memory_utilization must be in (0, 1], got {cluster.vllm_gpu_memory_utilization}")
+        colocated = cluster.colocated
+        if "all" in colocated and cluster.async_train:
+            raise ConfigError(
+                'openrlhf.async_train generates while DeepSpeed trains, so vLLM needs GPUs of its own: set openrlhf.colocate '
+                'to "actor-ref" (or "none") and give the engines their GPUs, or turn async_train off'
+            )
+        engine_gpus = cluster.vllm_engines * cluster.vllm_tensor_parallel
+        if "all" in colocated and engine_gpus != cluster.actor_gpus:
+            raise ConfigError(
+                f"openrlhf.colocate = all puts the vLLM engines on the actor's GPUs: vllm_engines x vllm_tensor_parallel "
+                f"({engine_gpus}) must equal num_nodes x gpus_per_node ({cluster.actor_gpus})"
+            )
+        actor_layout = (cluster.num_nodes, cluster.gpus_per_node)
+        if colocated & {"all", "actor-ref"} and self.algorithm.kl_coef > 0 and cluster.ref_layout != actor_layout:
+            raise ConfigError("a colocated reference model needs the actor's layout: leave openrlhf.ref_num_nodes/ref_gpus_per_node at 0")
+        if "all" in colocated and self.estimator == "gae" and cluster.critic_layout != actor_layout:
+            raise ConfigError('with openrlhf.colocate = "all" the critic shares the actor\'s GPUs: leave openrlhf.critic_num_nodes/'
+                              "critic_gpus_per_node at 0")
+        if "critic-reward" in colocated and self.estimator != "gae":
+            raise ConfigError(f'openrlhf.colocate "{cluster.colocate}" places a critic, but {self.algo} has none (only ppo)')
+        # OpenRLHF's own checks, which it makes only after Ray and the models have started.
+        rollout_micro = cluster.rollout_micro_batch_size or self.train.micro_batch_size
+        if self.episodes_per_step // rollout_micro < cluster.actor_gpus:
+            raise ConfigError(
+                f"every actor GPU needs a micro-batch of rollouts: episodes per step ({self.episodes_per_step}) / rollout micro-batch "
+                f"({rollout_micro}) must be at least the actor's {cluster.actor_gpus} GPUs"
+            )
+        batch = self.train.mini_batch_size or self.episodes_per_step
+        groups = [("actor", cluster.actor_gpus)]
+        if self.estimator == "gae":
+            groups.append(("critic", cluster.critic_layout[0] * cluster.critic_layout[1]))
+        for role, gpus in groups:
+            if batch % (self.train.micro_batch_size * gpus):
+                raise ConfigError(
+                    f"DeepSpeed splits a training batch of {batch} episodes (train.mini_batch_size, or the episodes per step) "
+                    f"into micro-batches of {self.train.micro_batch_size} (train.micro_batch_size) on each of the {role}'s {gpus} "
+                    f"GPUs: it must be a multiple of {self.train.micro_batch_size * gpus}"
+                )
+        # OpenRLHF splits its dataset argument on "," (several files) and "@" (a data dir).
+        if any(char in self.out_dir for char in ",@"):
+            raise ConfigError(f"out_dir {self.out_dir!r} holds the prompt files OpenRLHF reads; it must not contain ',' or '@'")
 
 
 def model_problem(path: str) -> str | None:

@@ -69,13 +69,18 @@ def resolve_model_path(path: str, cache_dir: str | os.PathLike[str] | None = Non
     return str(expanded) if expanded.exists() else path
 
 
+def converted_dir(gguf_file: Path, cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The cache folder that :func:`convert_gguf` converts ``gguf_file`` into (which may not exist yet)."""
+    return model_cache_dir(cache_dir) / f"{gguf_file.stem}-{_fingerprint(gguf_file)}"
+
+
 def convert_gguf(gguf_file: Path, cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """Convert a GGUF model to a safetensors folder in the cache, once; return the folder."""
     if not gguf_file.is_file():
         raise FileNotFoundError(f"GGUF file {gguf_file} not found")
-    root = model_cache_dir(cache_dir)
+    target = converted_dir(gguf_file, cache_dir)
+    root = target.parent
     root.mkdir(parents=True, exist_ok=True)
-    target = root / f"{gguf_file.stem}-{_fingerprint(gguf_file)}"
     if (target / "config.json").exists():
         return target
     with _locked(root / f".{target.name}.lock"):

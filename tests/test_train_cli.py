@@ -19,7 +19,6 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 from agentfly_envs.math.calculator import evaluate as calculate
-from test_train_rollout import smollm2_dir, tokenizer  # noqa: F401 - shared fixtures
 
 import agentfly_train
 from agentfly_train import models
@@ -104,7 +103,7 @@ def test_help_and_bad_configs_fail_before_anything_heavy_loads():
 # ----------------------------------------------------------------------------- end to end on the bundled model
 
 
-def test_train_then_eval_on_the_bundled_model(smollm2_dir, tmp_path, capsys):  # noqa: F811
+def test_train_then_eval_on_the_bundled_model(smollm2_dir, tmp_path, capsys):
     cache = str(Path(smollm2_dir).parent)
     out = tmp_path / "run"
     code = main([
@@ -278,7 +277,7 @@ def test_model_cache_converts_once_atomically_and_cleans_up(tmp_path, monkeypatc
     assert models.model_cache_dir() == tmp_path / "env-cache"
 
 
-def test_bundled_model_conversion(smollm2_dir):  # noqa: F811
+def test_bundled_model_conversion(smollm2_dir):
     folder = Path(smollm2_dir)
     assert (folder / "model.safetensors").stat().st_size > 100_000_000
     config = json.loads((folder / "tokenizer_config.json").read_text())

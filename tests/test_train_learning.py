@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_train_rollout import smollm2_dir, tiny_model, tokenizer  # noqa: F401 - shared fixtures
+from test_train_rollout import tiny_model
 
 from agentfly_env.core import AgentEnv, Transition
 from agentfly_train.backends.local import LocalTrainer
@@ -54,7 +54,7 @@ def shout_config(algo: str, out_dir: str | Path, **train) -> Config:
     )
 
 
-def train(config: Config, tokenizer, seed: int = 0) -> tuple[LocalTrainer, list[dict]]:  # noqa: F811
+def train(config: Config, tokenizer, seed: int = 0) -> tuple[LocalTrainer, list[dict]]:
     trainer = LocalTrainer(config, model=tiny_model(tokenizer, seed=seed), tokenizer=tokenizer, env_fn=lambda: ShoutEnv(max_turns=3))
     steps: list[dict] = []
     trainer.fit(on_step=lambda step, metrics: steps.append(metrics))
@@ -70,7 +70,7 @@ def one_thread():
 
 
 @pytest.mark.parametrize("algo", ["ppo", "grpo", "rloo", "reinforce++"])
-def test_each_algorithm_raises_the_reward(algo, tokenizer, tmp_path):  # noqa: F811
+def test_each_algorithm_raises_the_reward(algo, tokenizer, tmp_path):
     _, steps = train(shout_config(algo, tmp_path), tokenizer)
     rewards = [m["reward_mean"] for m in steps]
     start, end = sum(rewards[:2]) / 2, sum(rewards[-3:]) / 3
@@ -99,7 +99,7 @@ LocalTrainer(config, model=tiny_model(tokenizer), tokenizer=tokenizer, env_fn=la
 """
 
 
-def test_checkpoint_kill_resume_takes_the_same_next_step(tokenizer, smollm2_dir, tmp_path):  # noqa: F811
+def test_checkpoint_kill_resume_takes_the_same_next_step(tokenizer, smollm2_dir, tmp_path):
     killed = tmp_path / "killed"
     log = open(tmp_path / "child.log", "wb")  # noqa: SIM115 - closed below
     child = subprocess.Popen(
@@ -141,7 +141,7 @@ def test_checkpoint_kill_resume_takes_the_same_next_step(tokenizer, smollm2_dir,
     assert [int(line.split('"step": ')[1].split(",")[0]) for line in steps] == [1, 2, 3]
 
 
-def test_resume_auto_without_a_checkpoint_starts_fresh(tokenizer, tmp_path):  # noqa: F811
+def test_resume_auto_without_a_checkpoint_starts_fresh(tokenizer, tmp_path):
     config = shout_config("grpo", tmp_path, steps=1, resume="auto")
     trainer, steps = train(config, tokenizer)
     assert len(steps) == 1 and trainer.latest_checkpoint().name == "step-000001"

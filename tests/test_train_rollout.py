@@ -23,21 +23,9 @@ from agentfly_train.chat import ChatFormat, ChatTemplateError
 from agentfly_train.config import RolloutConfig
 from agentfly_train.generation import Generation, GenerationRequest, SamplingParams
 from agentfly_train.generation.hf import TransformersGenerator
-from agentfly_train.models import bundled_gguf, convert_gguf, load_tokenizer
 from agentfly_train.rollout import Rollout
 
 # ----------------------------------------------------------------------------- shared fixtures and helpers
-
-
-@pytest.fixture(scope="session")
-def smollm2_dir(request) -> str:
-    """The bundled SmolLM2 converted to safetensors, cached across test runs by pytest."""
-    return str(convert_gguf(bundled_gguf(), request.config.cache.mkdir("agentfly-models")))
-
-
-@pytest.fixture(scope="session")
-def tokenizer(smollm2_dir):
-    return load_tokenizer(smollm2_dir)
 
 
 def tiny_model(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 64):

@@ -1,13 +1,13 @@
 """Training backends: where a validated :class:`~agentfly_train.config.Config` is run.
 
 ``local`` (:mod:`agentfly_train.backends.local`) is one process with torch + transformers; ``openrlhf``
-(OpenRLHF on vLLM and Ray, GPU only) shares the config, the algorithms, the rollout data types and
-the dataset export, and lands with its own issue. Backends are imported only when chosen.
+(:mod:`agentfly_train.backends.openrlhf`) launches OpenRLHF on vLLM and Ray (GPU machines) from the
+same config, with the same dataset export. Backends are imported only when chosen.
 
 Example:
     >>> from agentfly_train.config import Config
-    >>> backend_class(Config.from_dict({"backend": "local"})).__name__  # doctest: +SKIP
-    'LocalTrainer'
+    >>> backend_class(Config.from_dict({"backend": "openrlhf"})).__name__
+    'OpenRLHFLauncher'
 """
 
 from __future__ import annotations
@@ -18,15 +18,12 @@ from agentfly_train.config import Config
 
 
 def backend_class(config: Config) -> Any:
-    """The trainer class of ``config.backend`` (imports it: torch and transformers for ``local``).
+    """The backend class of ``config.backend``, built as ``cls(config)`` (imports it: torch and
+    transformers for ``local``; nothing heavy for ``openrlhf``, whose run happens in a subprocess)."""
+    if config.backend == "openrlhf":
+        from agentfly_train.backends.openrlhf.launcher import OpenRLHFLauncher
 
-    Raises:
-        NotImplementedError: for ``openrlhf``, which is not part of this build yet.
-    """
-    if config.backend == "local":
-        from agentfly_train.backends.local import LocalTrainer
+        return OpenRLHFLauncher
+    from agentfly_train.backends.local import LocalTrainer
 
-        return LocalTrainer
-    raise NotImplementedError(
-        f"the {config.backend!r} backend is not available in this build yet; use --backend local"
-    )
+    return LocalTrainer

@@ -1,0 +1,22 @@
+"""The OpenRLHF backend: AgentFly envs inside OpenRLHF 0.11.2 on vLLM and Ray (GPU machines).
+
+- :mod:`~agentfly_train.backends.openrlhf.agent`: the file OpenRLHF loads with
+  ``--train.agent_func_path``; its ``AgentExecutor`` plays ``AgentFly/*`` envs in OpenRLHF's own
+  multi-turn loop, stepping them through a pool (Ray actors on a cluster).
+- :mod:`~agentfly_train.backends.openrlhf.launcher`: ``agentfly-train --backend openrlhf`` builds the
+  ``openrlhf.cli.train_ppo_ray`` command from the same config the local backend reads.
+
+Only ``openrlhf.utils.agent`` is imported from OpenRLHF here (it imports on a CPU machine); the rest of
+OpenRLHF needs vLLM and DeepSpeed and runs in the processes OpenRLHF starts.
+
+Example:
+    >>> AGENT_FILE.name, AGENT_FILE.exists()
+    ('agent.py', True)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The plug-in file, as ``--train.agent_func_path`` takes it.
+AGENT_FILE = Path(__file__).with_name("agent.py")

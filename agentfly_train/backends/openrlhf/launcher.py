@@ -1,0 +1,337 @@
+"""``agentfly-train --backend openrlhf``: OpenRLHF's PPO trainer, launched from an agentfly-train config.
+
+The :class:`~agentfly_train.config.Config` the local backend reads becomes one
+``python -m openrlhf.cli.train_ppo_ray`` command (OpenRLHF 0.11.2's dotted flags):
+
+* the algorithm: ppo -> ``gae`` (with a critic, which OpenRLHF makes from the policy), grpo ->
+  ``group_norm``, rloo -> ``rloo``, reinforce++ -> ``reinforce``, reinforce++-baseline ->
+  ``reinforce_baseline``; the KL (coefficient, estimator, as a loss or in the reward), the clip range,
+  gamma and lambda, the reward clip and the advantage normalisation;
+* the rollout: prompts per step (``--rollout.batch_size``), samples per prompt, temperature, top-p, the
+  episode's token budget (``--data.max_len``) and a turn's (``--rollout.max_new_tokens``);
+* training: learning rates on the local backend's schedule (linear warm-up, then constant), epochs,
+  batch sizes, gradient clipping and checkpointing, the seed;
+* the run dir: checkpoints in ``checkpoints/``, the final model in ``final/``, TensorBoard in
+  ``tensorboard/``, and W&B when asked (OpenRLHF's switch is the key: ``$WANDB_API_KEY``);
+* the tasks: ``train.steps x rollout.prompts_per_step`` tasks of the env, exported with
+  :func:`~agentfly_train.dataset.export_tasks` to ``<out_dir>/openrlhf/train.jsonl`` (one pass over
+  them is the run), and ``eval.episodes`` eval-split tasks to ``eval.jsonl`` when
+  ``openrlhf.eval_every`` is set; OpenRLHF renders their messages with the model's chat template;
+* the plug-in: ``--train.agent_func_path`` names :mod:`~agentfly_train.backends.openrlhf.agent`,
+  configured by ``AGENTFLY_ENV_POOL``, ``AGENTFLY_ENV_POOL_SIZE`` and ``AGENTFLY_OBSERVATION_ROLE``;
+* the cluster: the ``[openrlhf]`` section (:class:`~agentfly_train.config.OpenRLHFConfig`).
+
+Three ways to launch:
+
+* ``--dry-run`` exports the prompt files and prints the command as one copy-pasteable shell line; it
+  needs neither vLLM nor a GPU, and converts no model (a GGUF model shows the folder it converts to).
+* By default the command runs here, in a subprocess that streams its output (a GPU machine with the
+  ``openrlhf`` extra); the ``AGENTFLY_*`` variables go in its environment, which the workers of the
+  Ray instance OpenRLHF starts inherit (an existing cluster is reached with ``openrlhf.ray_address``).
+* With ``openrlhf.ray_address`` set it is sent to that cluster with ``ray job submit``. The job's working
+  dir is ``<out_dir>/openrlhf``: the prompt files plus links to the four import packages (Ray uploads
+  what they point at, and puts the folder on every worker's path), so the job runs this very code;
+  the ``AGENTFLY_*`` variables go in the runtime env's ``env_vars``, agentfly-gym's requirements in
+  its ``pip`` list.
+
+OpenRLHF's agent loop has no top-k, stop strings, assistant prefix or turn limit: an episode ends when
+its env ends it or its token budget runs out. The turn limit is carried anyway: ``rollout.max_turns``
+goes into each label's env options (``max_turns``, which every AgentFly env takes) unless
+``env.options`` sets it; the launcher notes the other fields when they are set.
+
+Example:
+    >>> config = Config.from_dict({"backend": "openrlhf", "algo": "rloo"})
+    >>> args = openrlhf_args(config, model="Qwen/Qwen2.5-0.5B-Instruct", train_data="train.jsonl",
+    ...                      agent_file="agent.py", out_dir="/runs/x")
+    >>> args[args.index("--algo.advantage.estimator") + 1], args[args.index("--rollout.n_samples_per_prompt") + 1]
+    ('rloo', '4')
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.metadata
+import importlib.util
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentfly_train.backends.openrlhf import AGENT_FILE
+from agentfly_train.config import Config, ConfigError, RolloutConfig
+from agentfly_train.dataset import export_tasks
+from agentfly_train.models import bundled_gguf, converted_dir, is_bundled, resolve_model_path
+
+ENTRY_MODULE = "openrlhf.cli.train_ppo_ray"
+#: What a submitted job carries in its working dir: the import packages (by import name).
+PACKAGES = ("agentfly_env", "agentfly_envs", "agentfly_train", "agentfly_bench")
+#: The folder under ``out_dir`` that holds the prompt files (and, submitting, the job's working dir).
+JOB_DIR = "openrlhf"
+#: Rollout fields OpenRLHF's agent loop has no counterpart for.
+NOT_CARRIED = ("top_k", "stop", "assistant_prefix")
+
+
+def openrlhf_args(
+    config: Config, *, model: str, train_data: str, agent_file: str, out_dir: str, eval_data: str | None = None,
+    wandb_key: str | None = None,
+) -> list[str]:
+    """The ``train_ppo_ray`` arguments for ``config``; paths are given as the command will see them.
+
+    Args:
+        config: A validated config with ``backend = "openrlhf"``.
+        model: ``--actor.model_name_or_path``: a hub id or a transformers folder.
+        train_data: The train prompt file.
+        agent_file: The plug-in file.
+        out_dir: Where checkpoints, the final model and TensorBoard go.
+        eval_data: The eval prompt file (with ``openrlhf.eval_every``).
+        wandb_key: Turns W&B on (OpenRLHF logs in with it when no key is configured).
+    """
+    cluster, rollout, algorithm, train = config.openrlhf, config.rollout, config.algorithm, config.train
+    colocated = cluster.colocated
+    batch = train.mini_batch_size or config.episodes_per_step
+    optimizer_steps = train.steps * (config.episodes_per_step // batch) * train.epochs
+    # OpenRLHF takes the warm-up as a ratio and rounds steps x ratio up: half a step low survives float error.
+    warmup_ratio = max(train.warmup_steps - 0.5, 0) / optimizer_steps
+    checkpoints = train.resume if train.resume not in ("", "auto") else f"{out_dir}/checkpoints"
+
+    def optimizer(role: str, lr: float) -> list[Any]:
+        return [f"--{role}.adam.lr", lr, f"--{role}.adam.weight_decay", train.weight_decay, f"--{role}.max_norm", train.max_grad_norm,
+                f"--{role}.lr_scheduler", "constant_with_warmup", f"--{role}.lr_warmup_ratio", warmup_ratio]
+
+    args: list[Any] = [
+        "--actor.num_nodes", cluster.num_nodes, "--actor.num_gpus_per_node", cluster.gpus_per_node,
+        "--ref.num_nodes", cluster.ref_layout[0], "--ref.num_gpus_per_node", cluster.ref_layout[1],
+        "--vllm.num_engines", cluster.vllm_engines, "--vllm.tensor_parallel_size", cluster.vllm_tensor_parallel,
+        "--vllm.gpu_memory_utilization", cluster.vllm_gpu_memory_utilization,
+        "--ds.zero_stage", cluster.zero_stage, "--ds.param_dtype", cluster.param_dtype,
+        "--actor.model_name_or_path", model,
+        "--train.agent_func_path", agent_file,
+        "--data.prompt_dataset", train_data, "--data.input_key", "prompt", "--data.label_key", "label",
+        "--data.apply_chat_template",
+        "--data.max_len", rollout.max_episode_tokens, "--rollout.max_new_tokens", rollout.max_new_tokens,
+        "--rollout.batch_size", rollout.prompts_per_step, "--rollout.n_samples_per_prompt", rollout.samples_per_prompt,
+        "--rollout.micro_batch_size", cluster.rollout_micro_batch_size or train.micro_batch_size,
+        "--rollout.temperature", rollout.temperature, "--rollout.top_p", rollout.top_p,
+        "--algo.advantage.estimator", config.estimator,
+        "--algo.advantage.gamma", algorithm.gamma, "--algo.advantage.lambd", algorithm.lambd,
+        "--algo.kl.init_coef", algorithm.kl_coef, "--algo.kl.estimator", config.kl_estimator,
+        "--actor.eps_clip_low_high", algorithm.clip_eps_low, algorithm.clip_eps_high,
+        "--actor.loss_agg_mode", algorithm.loss_agg,
+        "--reward.clip_range", -algorithm.reward_clip, algorithm.reward_clip,
+        "--train.num_episodes", 1, "--train.max_epochs", train.epochs, "--train.seed", config.seed,
+        "--train.batch_size", batch, "--train.micro_batch_size", train.micro_batch_size,
+        *optimizer("actor", train.lr),
+        "--ckpt.output_dir", f"{out_dir}/final", "--ckpt.path", checkpoints,
+        "--ckpt.save_steps", train.save_every or -1, "--ckpt.max_num", train.keep_checkpoints,
+    ]
+    if config.estimator == "gae":  # ppo's critic; no value clip (0) is an unbounded one, as OpenRLHF's flag cannot be unset
+        args += ["--critic.num_nodes", cluster.critic_layout[0], "--critic.num_gpus_per_node", cluster.critic_layout[1],
+                 *optimizer("critic", train.critic_lr),
+                 "--critic.value_clip", algorithm.value_clip or float("inf")]
+    if "critic-reward" in colocated:
+        # OpenRLHF checks the (unused: the plug-in rewards) reward model's layout against the critic's.
+        args += ["--train.colocate_critic_reward",
+                 "--reward.num_nodes", cluster.critic_layout[0], "--reward.num_gpus_per_node", cluster.critic_layout[1]]
+    args += _switches({
+        "--train.colocate_all": "all" in colocated,
+        "--train.colocate_actor_ref": "actor-ref" in colocated,
+        "--vllm.enable_sleep": "all" in colocated and cluster.enable_sleep,
+        "--ds.enable_sleep": "all" in colocated and cluster.enable_sleep,
+        "--vllm.enable_prefix_caching": cluster.vllm_prefix_caching,
+        "--vllm.enforce_eager": cluster.vllm_enforce_eager,
+        "--ds.packing_samples": cluster.packing,
+        "--actor.gradient_checkpointing_enable": train.gradient_checkpointing,
+        "--algo.kl.use_loss": config.kl_mode == "loss",
+        "--algo.advantage.no_std_norm": not algorithm.advantage_std_norm,
+        "--ckpt.load_enable": bool(train.resume),
+    })
+    if algorithm.dual_clip:
+        args += ["--actor.dual_clip", algorithm.dual_clip]
+    if cluster.async_train:
+        args += ["--train.async_enable", "--train.async_queue_size", cluster.async_queue_size]
+    if eval_data:
+        args += ["--eval.dataset", eval_data, "--eval.steps", cluster.eval_every,
+                 "--eval.temperature", config.eval.temperature, "--eval.n_samples_per_prompt", cluster.eval_samples_per_prompt]
+    if config.log.tensorboard:
+        args += ["--logger.tensorboard_dir", f"{out_dir}/tensorboard"]
+    if wandb_key:
+        args += ["--logger.wandb.key", wandb_key, "--logger.wandb.project", config.log.wandb_project]
+    return [str(arg) for arg in args] + list(cluster.extra_args)
+
+
+class OpenRLHFLauncher:
+    """The ``openrlhf`` backend: built from a config (like the local trainer), then :meth:`run`.
+
+    Building checks what the chosen mode needs, exports the prompt files and builds the command;
+    nothing starts until :meth:`run`.
+
+    Attributes:
+        argv: The whole command (``ray job submit ... -- python3 -m ...`` when submitting).
+        env: The ``AGENTFLY_*`` (and ``openrlhf.env_vars``) variables the run gets.
+        runtime_env: The Ray runtime env of a submitted job; None for a run here.
+        job_dir: Where the prompt files are (the job's working dir when submitting).
+        notes: What was written where, and what the command does not carry.
+
+    Example:
+        >>> launcher = OpenRLHFLauncher(Config.from_dict({"backend": "openrlhf"}), dry_run=True)  # doctest: +SKIP
+        >>> print(launcher.shell())  # doctest: +SKIP
+        AGENTFLY_ENV_POOL=ray ... /venv/bin/python -m openrlhf.cli.train_ppo_ray --actor.num_nodes 1 ...
+    """
+
+    def __init__(self, config: Config, *, dry_run: bool = False) -> None:
+        config.validate(check_model=False)
+        cluster = config.openrlhf
+        submit = bool(cluster.ray_address)
+        if not dry_run:
+            _check_installed(submit=submit, wandb=config.log.wandb)
+        self._secrets: dict[str, str] = {}
+        if config.log.wandb:
+            if not os.environ.get("WANDB_API_KEY"):
+                raise ConfigError("log.wandb: OpenRLHF turns W&B on with its key; set WANDB_API_KEY in the environment")
+            self._secrets["WANDB_API_KEY"] = os.environ["WANDB_API_KEY"]
+        out_dir = Path(config.out_dir).expanduser().resolve()
+        self.job_dir = out_dir / JOB_DIR
+        self.env = {
+            "AGENTFLY_ENV_POOL": cluster.env_pool,
+            "AGENTFLY_ENV_POOL_SIZE": str(cluster.env_pool_size),
+            "AGENTFLY_OBSERVATION_ROLE": config.rollout.observation_role,
+            **{name: str(value) for name, value in cluster.env_vars.items()},
+        }
+        model = _model_argument(config, convert=not dry_run)
+        train_file, eval_file = self.job_dir / "train.jsonl", self.job_dir / "eval.jsonl"
+        prompts = config.train.steps * config.rollout.prompts_per_step
+        # OpenRLHF's loop has no turn limit: the env enforces rollout.max_turns, as an option in every label.
+        tasks = copy.deepcopy(config)
+        tasks.env.options.setdefault("max_turns", config.rollout.max_turns)
+        export_tasks(tasks, train_file, count=prompts)
+        if cluster.eval_every:
+            export_tasks(tasks, eval_file, count=config.eval.episodes, split="eval")
+        self.notes = [
+            f"{config.algo} ({config.estimator}) on {config.env.id}: {config.train.steps} steps x {config.rollout.prompts_per_step} "
+            f"prompts x {config.rollout.samples_per_prompt} samples; {prompts} train prompts in {train_file}"
+            + (f", {config.eval.episodes} eval prompts in {eval_file}" if cluster.eval_every else ""),
+            "env: " + " ".join(f"{name}={shlex.quote(value)}" for name, value in self.env.items()),
+        ]
+        defaults = RolloutConfig()
+        ignored = [f"rollout.{name}" for name in NOT_CARRIED if getattr(config.rollout, name) != getattr(defaults, name)]
+        if ignored:
+            self.notes.append(f"not carried (OpenRLHF's agent loop has no such setting): {', '.join(ignored)}")
+        common = {"model": model, "wandb_key": self._secrets.get("WANDB_API_KEY")}
+        if not submit:
+            self.runtime_env: dict[str, Any] | None = None
+            self.argv = [sys.executable, "-m", ENTRY_MODULE, *openrlhf_args(
+                config, **common, train_data=str(train_file), agent_file=str(AGENT_FILE), out_dir=str(out_dir),
+                eval_data=str(eval_file) if cluster.eval_every else None,
+            )]
+            return
+        # Submitting: paths relative to the job's working dir, which is every Ray worker's cwd on the cluster.
+        self._link_packages()
+        if Path(model).is_absolute():
+            self.notes.append(f"model {model} is a folder on this machine: the cluster must see it at that path")
+        entry = ["python3", "-m", ENTRY_MODULE, *openrlhf_args(
+            config, **common, train_data=train_file.name, agent_file=_package_relative(AGENT_FILE),
+            out_dir=cluster.cluster_out_dir or str(out_dir), eval_data=eval_file.name if cluster.eval_every else None,
+        )]
+        for word in entry:
+            # `ray job submit` joins the entrypoint with list2cmdline (Windows quoting) and runs it with /bin/sh.
+            if shlex.quote(word) != word:
+                raise ConfigError(
+                    f"{word!r} cannot pass through `ray job submit` (it joins the entrypoint for a shell): use paths and values "
+                    "without spaces or quotes (openrlhf.cluster_out_dir sets where the job writes)"
+                )
+        self.runtime_env = self._runtime_env(config)
+        ray = Path(sys.executable).with_name("ray")
+        self.argv = [str(ray) if ray.exists() else "ray", "job", "submit", "--address", cluster.ray_address,
+                     "--runtime-env-json", json.dumps(self.runtime_env), *cluster.submit_args, "--", *entry]
+
+    def shell(self) -> str:
+        """The command as one shell line; a run here carries its variables in front, secrets show as ``"$NAME"``."""
+        hidden = {value: name for name, value in self._secrets.items()}
+        words = [f'"${hidden[word]}"' if word in hidden else shlex.quote(word) for word in self.argv]
+        prefix = [] if self.runtime_env is not None else [f"{name}={shlex.quote(value)}" for name, value in self.env.items()]
+        return " ".join(prefix + words)
+
+    def run(self) -> int:
+        """Run the command (its output streams through); return its exit code."""
+        env = os.environ if self.runtime_env is not None else {**os.environ, **self.env}
+        return subprocess.run(self.argv, env=env, check=False).returncode
+
+    def _link_packages(self) -> None:
+        """Links to the import packages in the job dir: Ray's upload follows them."""
+        for name in PACKAGES:
+            link = self.job_dir / name
+            if link.is_symlink():
+                link.unlink()
+            elif link.exists():
+                raise ConfigError(f"{link} is in the way of the job's link to the {name} package; remove it")
+            link.symlink_to(_package_dir(name), target_is_directory=True)
+
+    def _runtime_env(self, config: Config) -> dict[str, Any]:
+        runtime_env: dict[str, Any] = {"working_dir": str(self.job_dir), "excludes": ["__pycache__/", "*.pyc"], "env_vars": self.env}
+        if config.openrlhf.requirements:
+            runtime_env["pip"] = core_requirements()
+        extra = dict(config.openrlhf.runtime_env)
+        runtime_env["env_vars"] = {**self.env, **{name: str(value) for name, value in extra.pop("env_vars", {}).items()}}
+        return {**runtime_env, **extra}
+
+
+def core_requirements() -> list[str]:
+    """agentfly-gym's requirements without extras: what its envs need on every node.
+
+    Raises:
+        ConfigError: when agentfly-gym is not installed (so its requirements are unknown).
+    """
+    try:
+        requires = importlib.metadata.requires("agentfly-gym") or []
+    except importlib.metadata.PackageNotFoundError:
+        raise ConfigError("agentfly-gym is not installed, so its requirements are unknown: pip install -e . "
+                          "(or set openrlhf.requirements = false)") from None
+    return [requirement for requirement in requires if "extra ==" not in requirement]
+
+
+def _check_installed(*, submit: bool, wandb: bool) -> None:
+    needed = ["ray"] if submit else ["openrlhf", "vllm", "deepspeed", "ray"] + (["wandb"] if wandb else [])
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        where = "submitting needs the ray extra: pip install '.[ray]'" if submit else (
+            "running OpenRLHF here needs a GPU machine with the extra: pip install '.[openrlhf]'")
+        raise ConfigError(
+            f"{', '.join(missing)} not installed; {where}. --dry-run prints the command without it, and "
+            "openrlhf.ray_address (--ray-address) submits it to a Ray cluster"
+        )
+
+
+def _model_argument(config: Config, *, convert: bool) -> str:
+    """``model.path`` as OpenRLHF loads it: a hub id or an absolute folder (a GGUF model as the folder it is
+    converted to: converted now when ``convert``, else only named)."""
+    path, cache = config.model.path, config.model.cache_dir or None
+    try:
+        gguf = bundled_gguf() if is_bundled(path) else Path(path).expanduser() if path.endswith(".gguf") else None
+    except FileNotFoundError as error:
+        raise ConfigError(str(error)) from None
+    if gguf is not None and not convert:
+        if not gguf.is_file():
+            raise ConfigError(f"model path {path!r} does not exist")
+        return str(converted_dir(gguf, cache))
+    resolved = resolve_model_path(path, cache)
+    return str(Path(resolved).resolve()) if Path(resolved).exists() else resolved
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.submodule_search_locations, f"{name} is part of this project"
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _package_relative(file: Path) -> str:
+    """``file`` (inside ``agentfly_train``) as a path from the job's working dir."""
+    return str(Path("agentfly_train") / file.relative_to(_package_dir("agentfly_train")))
+
+
+def _switches(flags: dict[str, bool]) -> list[str]:
+    return [flag for flag, on in flags.items() if on]
+
+
