@@ -234,6 +234,18 @@ def test_bad_label_is_a_clear_error():
     assert executor.EpisodeLabel.parse({"env_id": "AgentFly/Math-v0", "seed": 2}).seed == 2
 
 
+def test_settings_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("AGENTFLY_ENV_POOL", "ray")
+    monkeypatch.setenv("AGENTFLY_ENV_POOL_SIZE", "3")
+    monkeypatch.setenv("AGENTFLY_ENV_ACTOR_OPTIONS", '{"num_cpus": 0.5, "resources": {"env_node": 1}}')
+    settings = executor.Settings.from_environ()
+    assert (settings.pool_backend, settings.pool_size) == ("ray", 3)
+    assert settings.actor_options == {"num_cpus": 0.5, "resources": {"env_node": 1}}
+    monkeypatch.setenv("AGENTFLY_ENV_POOL", "gpu")
+    with pytest.raises(ValueError, match="AGENTFLY_ENV_POOL must be ray, local or auto"):
+        executor.Settings.from_environ()
+
+
 def test_instance_outside_the_executor_says_what_to_load(agent_module):
     with pytest.raises(RuntimeError, match="agent_func_path"):
         agent_module.AgentInstance()

@@ -14,9 +14,11 @@ import ast
 import importlib.util
 import json
 import math
+import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from subprocess import list2cmdline
 from types import SimpleNamespace
@@ -273,6 +275,16 @@ def test_preset_dry_run_is_a_valid_eight_gpu_command(tmp_path, capsys):
     args = openrlhf_parse(shlex.split(capsys.readouterr().out.strip().splitlines()[-1])[6:])
     assert (args.rollout.batch_size * args.rollout.n_samples_per_prompt, args.train.batch_size, args.eval.steps) == (256, 128, 10)
     assert args.actor.num_nodes * args.actor.num_gpus_per_node == args.vllm.num_engines == 8
+
+
+def test_cluster_guide_example_is_a_valid_sixteen_gpu_command(tmp_path):
+    """docs/cluster.md's example config (its paths moved under tmp_path) builds a command OpenRLHF accepts."""
+    guide = (Path(__file__).parents[1] / "docs" / "cluster.md").read_text()
+    data = tomllib.loads(re.search(r"```toml\n(.*?)```", guide, re.S)[1])
+    data["out_dir"], data["model"]["path"] = str(tmp_path / "run"), MODEL
+    args = openrlhf_parse(entry_args(OpenRLHFLauncher(Config.from_dict(data).validate(check_model=False), dry_run=True).argv))
+    assert args.actor.num_nodes * args.actor.num_gpus_per_node == args.vllm.num_engines == 16
+    assert json.loads(lines(args.data.prompt_dataset)[0]["label"])["options"]["max_turns"] == 6
 
 
 def test_bundled_model_is_named_not_converted_by_a_dry_run(tmp_path):

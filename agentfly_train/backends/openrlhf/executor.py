@@ -37,6 +37,8 @@ OpenRLHF behaviour handled here:
 Settings (environment variables, set by ``agentfly-train --backend openrlhf``):
     * ``AGENTFLY_ENV_POOL``: ``ray``, ``local`` or ``auto`` (default: Ray when it is initialised).
     * ``AGENTFLY_ENV_POOL_SIZE``: env instances per (env, options) in each engine process (default 16).
+    * ``AGENTFLY_ENV_ACTOR_OPTIONS``: JSON of :class:`~agentfly_env.distributed.RayEnvOptions` fields for
+      the env actors, e.g. ``{"num_cpus": 1, "resources": {"env_node": 1}}`` to place them on CPU nodes.
     * ``AGENTFLY_OBSERVATION_ROLE``: ``tool`` (default) or ``user``.
     * ``AGENTFLY_LEASE_TIMEOUT_S``: how long an episode waits for a free env (default 600).
     * ``AGENTFLY_MIN_TURN_TOKENS``: room a turn needs to be worth generating (default 16).
@@ -105,6 +107,7 @@ class Settings:
 
     pool: str = "auto"
     pool_size: int = 16
+    actor_options: dict[str, Any] = field(default_factory=dict)
     observation_role: str = "tool"
     lease_timeout_s: float = 600.0
     min_turn_tokens: int = 16
@@ -115,6 +118,7 @@ class Settings:
         settings = cls(
             pool=env.get("AGENTFLY_ENV_POOL", cls.pool),
             pool_size=int(env.get("AGENTFLY_ENV_POOL_SIZE", cls.pool_size)),
+            actor_options=json.loads(env.get("AGENTFLY_ENV_ACTOR_OPTIONS") or "{}"),
             observation_role=env.get("AGENTFLY_OBSERVATION_ROLE", cls.observation_role),
             lease_timeout_s=float(env.get("AGENTFLY_LEASE_TIMEOUT_S", cls.lease_timeout_s)),
             min_turn_tokens=int(env.get("AGENTFLY_MIN_TURN_TOKENS", cls.min_turn_tokens)),
@@ -144,8 +148,10 @@ def env_pool(label: EpisodeLabel, settings: Settings) -> ResourcePool[Any]:
     pools = _POOLS.setdefault(asyncio.get_running_loop(), {})
     key = json.dumps([label.env_id, label.options], sort_keys=True)
     if key not in pools:
+        backend = settings.pool_backend
         pools[key] = make_env_pool(
-            label.env_id, label.options, backend=settings.pool_backend, size=settings.pool_size
+            label.env_id, label.options, backend=backend, size=settings.pool_size,
+            ray_options=settings.actor_options if backend == "ray" else None,
         )
     return pools[key]
 
