@@ -12,6 +12,7 @@ import signal
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from agentfly_env.pool import PoolConfig, ResourcePool
@@ -50,6 +51,26 @@ def test_the_fast_step_reports_score_and_completion(engine):
     moves = [state.moves for state in states]
     assert moves == sorted(moves) and 0 < moves[-1] <= len(states)
     assert all(not state.completed for state in states[:-1])
+
+
+def test_the_fast_step_answers_as_the_servers_own_step(engine):
+    """Stepping the world's AgentInterface skips the server's extras, not what the game says or scores."""
+    server = engine._server
+    plan = engine.load("find-animal", 150, gold=True).gold
+    # The server's special inputs and an unknown one along the gold path, then an ambiguous one and its answer.
+    commands = ["look around", "task", "help", "xyzzy", *plan[:2], "objects", "wait1", *plan[2:], "open door", "1"]
+
+    def play(step) -> list[tuple[str, float, bool, int, str, str]]:
+        engine.load("find-animal", 150)
+        return [(*step(command), engine.look(), engine.inventory()) for command in commands]
+
+    ours = play(lambda command: msgspec.structs.astuple(engine.step(command)))
+    theirs = play(
+        lambda command: (server.step(command), server.getScore(), server.getCompleted(), server.getNumMoves())
+    )
+    assert ours == theirs
+    assert "Task description" in ours[1][0] and ours[1][3] == ours[0][3]  # no time passed
+    assert ours[-3][2] and "Ambiguous request" in ours[-2][0] and "door" in ours[-1][0]
 
 
 def test_free_actions_and_valid_actions_do_not_spend_moves(engine):

@@ -7,7 +7,7 @@ ends the task) from the valid-action list of each state (exploring). Both are re
 JVM of their own. Every JVM replays its workloads once untimed before the timed pass, so no path is
 timed on a colder JIT than another; loads and resets are not timed, only the steps are.
 
-* **Per JVM**: our engine's fast step (the simulator's ``step`` plus score, completion and move count),
+* **Per JVM**: our engine's fast step (the world's own ``AgentInterface.step`` and the move count),
   with pinned hash codes (the default) and without; the stock ``scienceworld.ScienceWorldEnv.step`` on
   its own JVM, given the same heap and collector through ``JAVA_TOOL_OPTIONS`` so only the step path
   differs; and whole env turns (``ScienceWorldEnv.astep`` with one ``act`` call: parsing, the tool, the

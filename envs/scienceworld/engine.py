@@ -2,9 +2,13 @@
 
 The stock ``scienceworld.ScienceWorldEnv.step`` asks the JVM for the look-around text, the inventory,
 the task description and the whole list of valid action-object combinations after every action, and
-brings that list across py4j one element per round trip: a few steps per second. The engine here calls
-the simulator's own ``step`` and reads the score and the completion flag (four short round trips), and
-computes the valid actions only when asked, as one JSON string.
+brings that list across py4j one element per round trip: a few steps per second. Even the server's own
+``PythonInterface.step`` renders the look-around and the inventory for its run history and prints a
+debug listing of every possible referent before it answers. The engine here steps the world's
+``AgentInterface`` directly (what that server method calls at its core) and reads the observation,
+score and completion from its answer (four short round trips in all); the valid actions, the look and
+the inventory are computed only when asked. The simulator's own step then takes nearly all the time,
+most of it in its input parser.
 
 The JVM is started by this module rather than by the package, because the package offers no way to
 pass JVM options: the heap is bounded with ``-Xmx``, and identity hash codes are pinned (see
@@ -51,6 +55,11 @@ __all__ = ["EngineFailure", "GameState", "JvmConfig", "Loaded", "ScienceWorldEng
 
 T = TypeVar("T")
 
+#: Inputs the server answers itself, before any time step (help texts and the task description).
+_SERVER_COMMANDS = frozenset({"help", "objects", "task"})
+#: The server's answer to an action the simulator answered with nothing.
+_EMPTY_ANSWER = "Unknown action.  Type 'help' for a list of actions, and 'objects' for a list of possible object referents. "
+
 @dataclass(frozen=True)
 class JvmConfig:
     """How each simulator JVM is started and how long its calls may take.
@@ -68,8 +77,8 @@ class JvmConfig:
     identity when it updates the world (heat flow, room listings) and when it plans gold paths, so
     without this the same action sequence can give different observations in different JVMs.
     Seeded determinism needs it. It costs throughput, since every identity-hashed set degrades to one
-    bucket: ``agentfly-bench --suite scienceworld`` measured about 95 against 140 gold-path steps/s per
-    JVM on the 2-core development machine. Turn it off where exact replay does not matter."""
+    bucket: ``agentfly-bench --suite scienceworld`` measured about 140-155 against 180-225 gold-path
+    steps/s per JVM on the 2-core development machine. Turn it off where exact replay does not matter."""
     java_options: tuple[str, ...] = ("-XX:+UseSerialGC",)
     """Further JVM options. The serial collector keeps a small heap small and the JVM lean on threads."""
     java_path: str = "java"
@@ -190,6 +199,8 @@ class ScienceWorldEngine:
         self.failure: str | None = None
         self._output: collections.deque[str] = collections.deque(maxlen=20)  # the JVM's last lines
         self._lock = threading.Lock()  # one py4j conversation at a time
+        self._agent: Any = None  # the loaded world's AgentInterface (a py4j reference), for the fast step
+        self._last = GameState("", 0.0, False, 0)
         self._process = subprocess.Popen(
             self.config.command(),
             stdin=subprocess.PIPE,
@@ -330,14 +341,31 @@ class ScienceWorldEngine:
         """
 
         def run() -> Loaded:
-            error = self._server.load(task, variation, simplifications, gold)
+            error = self._load_world(task, variation, simplifications, gold)
             if error:
                 raise ValueError(f"ScienceWorld refused {task!r} variation {variation}: {error}")
             plan = tuple(self._java_list(self._server.getGoldActionSequence())) if gold else None
             description = self._server.getTaskDescription()
-            return Loaded(description, self._state(self._server.step("look around")), plan)
+            return Loaded(description, self._act("look around"), plan)
 
         return self._run(run)
+
+    def _load_world(self, task: str, variation: int, simplifications: str, gold: bool) -> str:
+        """The server's ``load``; holds the new world's ``AgentInterface`` unless the load was refused.
+
+        Returns:
+            The server's error text, empty when the world loaded.
+        """
+        if self._agent is not None:  # forgotten first: a load that raises leaves no stale world behind
+            self._gateway.detach(self._agent)
+            self._agent = None
+        self._last = GameState("", 0.0, False, 0)
+        error = self._server.load(task, variation, simplifications, gold)
+        if not error:
+            option = self._server.agentInterface()
+            self._agent = option.get()
+            self._gateway.detach(option)
+        return error
 
     def _java_list(self, java_list: Any) -> list[Any]:
         """A Java list's items, copied; the JVM then forgets the list."""
@@ -345,13 +373,29 @@ class ScienceWorldEngine:
         self._gateway.detach(java_list)
         return items
 
-    def _state(self, observation: str) -> GameState:
-        server = self._server
-        return GameState(observation, float(server.getScore()), bool(server.getCompleted()), int(server.getNumMoves()))
+    def _act(self, command: str) -> GameState:
+        """One action through the world's ``AgentInterface.step``, as the server's ``step`` does it.
+
+        The server's extras are left out: the look-around and inventory it renders for its run history
+        (never read here) and its debug printing. Its three special inputs, and any input before a
+        world is loaded (it answers with an error), still go to the server, which answers them without
+        a time step: the state stays as it was.
+        """
+        if self._agent is None or command.strip().lower() in _SERVER_COMMANDS:
+            self._last = msgspec.structs.replace(self._last, observation=self._server.step(command))
+            return self._last
+        answer = self._agent.step(command)  # a Scala (observation, score, completed)
+        # One transfer for all three: Tuple3's text is "(<observation>,<score>,<completed>)", and only
+        # the observation can hold a comma.
+        observation, score, completed = answer.toString()[1:-1].rsplit(",", 2)
+        self._gateway.detach(answer)
+        moves = int(self._agent.getCurIterations())
+        self._last = GameState(observation or _EMPTY_ANSWER, float(score), completed == "true", moves)
+        return self._last
 
     def step(self, command: str) -> GameState:
-        """Does one action; the fast path: no valid-action list, no extra look or inventory."""
-        return self._run(lambda: self._state(self._server.step(command)))
+        """Does one action; the fast path: no valid-action list, no look or inventory."""
+        return self._run(lambda: self._act(command))
 
     def look(self) -> str:
         """Looks around without spending a move."""
@@ -370,7 +414,7 @@ class ScienceWorldEngine:
         """``(variations, first dev variation, first test variation)`` of a task, as the JAR splits them."""
 
         def run() -> tuple[int, int, int]:
-            self._server.load(task, 0, "", False)
+            self._load_world(task, 0, "", False)
             count = int(self._server.getTaskMaxVariations(task))
             dev, test = self._java_list(self._server.getVariationsDev()), self._java_list(self._server.getVariationsTest())
             return count, min(dev), min(test)
