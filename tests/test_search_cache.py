@@ -119,8 +119,11 @@ async def play_round(envs: list[SearchEnv], seeds: list[int], *, after_first_ste
 
 
 async def test_killing_redis_mid_run_loses_no_episode(index_dir: Path, redis_server: RedisServer) -> None:
-    envs = [make_env(index_dir, cache=redis_server.url) for _ in range(6)]
-    shared = RedisCache(redis_server.url)  # envs can also share one client
+    # Generous timeouts (URL options override the client's 0.5 s): on a loaded machine a slow moment in
+    # the warm-up round must not count as a Redis failure. A killed server refuses at once anyway.
+    url = f"{redis_server.url}?socket_timeout=5&socket_connect_timeout=5&timeout=5"
+    envs = [make_env(index_dir, cache=url) for _ in range(6)]
+    shared = RedisCache(url)  # envs can also share one client
     envs += [make_env(index_dir, cache=shared) for _ in range(2)]
     seeds = list(range(100, 108))
     infos = await play_round(envs, seeds)  # warm Redis
