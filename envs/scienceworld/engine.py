@@ -77,8 +77,8 @@ class JvmConfig:
     identity when it updates the world (heat flow, room listings) and when it plans gold paths, so
     without this the same action sequence can give different observations in different JVMs.
     Seeded determinism needs it. It costs throughput, since every identity-hashed set degrades to one
-    bucket: ``agentfly-bench --suite scienceworld`` measured about 140-155 against 180-225 gold-path
-    steps/s per JVM on the 2-core development machine. Turn it off where exact replay does not matter."""
+    bucket: ``agentfly-bench --suite scienceworld`` measured about 160-175 against 265 gold-path steps/s
+    per JVM on the quiet 2-core development machine. Turn it off where exact replay does not matter."""
     java_options: tuple[str, ...] = ("-XX:+UseSerialGC",)
     """Further JVM options. The serial collector keeps a small heap small and the JVM lean on threads."""
     java_path: str = "java"
