@@ -71,6 +71,7 @@ from agentfly_env.distributed import make_env_pool
 from agentfly_env.pool import Lease, ResourcePool
 from agentfly_env.tools import ResourceBrokenError
 from agentfly_train.chat import ChatFormat
+from agentfly_train.rollout import Episode, record_step
 
 logger = logging.getLogger("agentfly.openrlhf")
 
@@ -213,11 +214,10 @@ class AgentInstance(AgentInstanceBase):
                 "AgentInstance runs inside this module's AgentExecutor (it needs the generated token ids); "
                 "point --train.agent_func_path at agentfly_train/backends/openrlhf/agent.py"
             ) from None
-        self._return = 0.0
-        self._logs = {
-            "turns": 0.0, "tool_calls": 0.0, "parse_errors": 0.0, "errors": 0.0, "success": 0.0,
-            "env_latency_s": 0.0, "truncated": 0.0, "truncation_context": 0.0, "failed": 0.0,
-        }
+        # The same bookkeeping the local rollout keeps (rewards, tool calls, errors, success, end flags).
+        self._played = Episode(group=0, chain=0, seed=0)
+        self._turns = 0
+        self._failed = False
 
     async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Lease an env and start the label's task; the prompt row already shows its first observation."""
@@ -230,7 +230,7 @@ class AgentInstance(AgentInstanceBase):
         except BaseException as error:
             await episode.release(broken=isinstance(error, ResourceBrokenError))
             raise
-        self._logs["env_latency_s"] += time.perf_counter() - started
+        self._played.env_seconds += time.perf_counter() - started
         if observation not in states["observation"]:
             logger.warning(
                 "the prompt does not contain %s's first observation for seed %s: the prompt file was written by "
@@ -245,7 +245,7 @@ class AgentInstance(AgentInstanceBase):
         if episode.lease is None:
             raise RuntimeError("step() after the episode ended (or before reset())")
         action = episode.chat.strip_end_of_turn(states["action_text"])
-        self._logs["turns"] += 1
+        self._turns += 1
         started = time.perf_counter()
         try:
             observation, reward, terminated, truncated, info = await episode.lease.resource.astep(action)
@@ -254,38 +254,40 @@ class AgentInstance(AgentInstanceBase):
             # episode ends as failed with no reward rather than taking the rollout down.
             logger.warning("episode failed, its env broke: %s", error)
             await episode.release(broken=True)
-            self._logs["failed"] = 1.0
+            self._failed = True
             return self._result(0.0, "", done=True)
         finally:
-            self._logs["env_latency_s"] += time.perf_counter() - started
-        self._record(info)
-        self._return += float(reward)
-        if terminated or truncated:
-            self._logs["truncated"] = float(bool(truncated) and not terminated)
+            self._played.env_seconds += time.perf_counter() - started
+        record_step(self._played, reward, terminated, truncated, info)
+        if self._played.done:
             await episode.release()
             return self._result(float(reward), "", done=True)
         feedback = episode.chat.observation_text(observation, episode.generated)
         room = states["sampling_params"].max_tokens - len(episode.generated) - len(episode.chat.tokenizer(feedback, add_special_tokens=False)["input_ids"])
         if room < episode.settings.min_turn_tokens:
-            self._logs["truncated"] = self._logs["truncation_context"] = 1.0
+            self._played.truncated, self._played.truncation_reason = True, "context"
             await episode.release()
             return self._result(float(reward), "", done=True)
         return self._result(float(reward), feedback, done=False)
 
-    def _record(self, info: dict[str, Any]) -> None:
-        errors = info.get("errors") or {}
-        self._logs["tool_calls"] += len(info.get("tool_calls", ()))
-        self._logs["parse_errors"] += int(errors.get("parse_error", 0))
-        self._logs["errors"] += int(sum(errors.values()))
-        self._logs["success"] = float(bool(info.get("success", False)))
-
     def _result(self, reward: float, feedback: str, *, done: bool) -> dict[str, Any]:
+        played = self._played
         return {
             "rewards": torch.tensor(reward),
-            "scores": torch.tensor(self._return),
+            "scores": torch.tensor(self._played.reward),
             "environment_feedback": feedback,
             "done": done,
-            "extra_logs": dict(self._logs),
+            "extra_logs": {
+                "turns": float(self._turns),
+                "tool_calls": float(played.tool_calls),
+                "parse_errors": float(played.parse_errors),
+                "errors": float(played.errors),
+                "success": float(played.success),
+                "env_latency_s": played.env_seconds,
+                "truncated": float(played.truncated),
+                "truncation_context": float(played.truncation_reason == "context"),
+                "failed": float(self._failed),
+            },
         }
 
 
