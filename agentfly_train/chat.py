@@ -76,8 +76,8 @@ class ChatFormat:
         self.between = after_answer[: after_answer.index(observation)]
         #: Text after the observation: closes the tool turn and opens the next model turn.
         self.after = after_answer[after_answer.index(observation) + len(observation) :]
-        self._between_ids = self._template_ids(self.between)
-        self._after_ids = self._template_ids(self.after)
+        self._between_ids = self.template_ids(self.between)
+        self._after_ids = self.template_ids(self.after)
         if not self._between_ids:
             raise ChatTemplateError("the chat template puts nothing between an assistant turn and the next message")
         end_of_turn = {self._between_ids[0]} if self._between_ids[0] in set(tokenizer.all_special_ids) else set()
@@ -111,9 +111,9 @@ class ChatFormat:
             at = rendered.find(sentinel)
             if at < 0:
                 raise ChatTemplateError(f"the chat template drops the content of a {message['role']!r} message")
-            ids += self._template_ids(rendered[:at]) + self.content_ids(message["content"])
+            ids += self.template_ids(rendered[:at]) + self.content_ids(message["content"])
             rendered = rendered[at + len(sentinel) :]
-        return ids + self._template_ids(rendered)
+        return ids + self.template_ids(rendered)
 
     def encode_observation(self, text: str, generated: list[int]) -> list[int]:
         """Tokens to append after a model turn (``generated``) to add ``text`` as the observation turn.
@@ -151,7 +151,9 @@ class ChatFormat:
         """A message content as plain text tokens (special-looking text is not turned into special tokens)."""
         return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
 
-    def _template_ids(self, text: str) -> list[int]:
+    def template_ids(self, text: str) -> list[int]:
+        """Text tokenized as template text: special-token strings become their ids (as OpenRLHF's agent
+        loop tokenizes an env's feedback)."""
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 
     def _render(self, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:

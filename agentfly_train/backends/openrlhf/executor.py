@@ -263,7 +263,7 @@ class AgentInstance(AgentInstanceBase):
             await episode.release()
             return self._result(float(reward), "", done=True)
         feedback = episode.chat.observation_text(observation, episode.generated)
-        room = states["sampling_params"].max_tokens - len(episode.generated) - len(episode.chat.tokenizer(feedback, add_special_tokens=False)["input_ids"])
+        room = states["sampling_params"].max_tokens - len(episode.generated) - len(episode.chat.template_ids(feedback))
         if room < episode.settings.min_turn_tokens:
             self._played.truncated, self._played.truncation_reason = True, "context"
             await episode.release()
@@ -274,7 +274,7 @@ class AgentInstance(AgentInstanceBase):
         played = self._played
         return {
             "rewards": torch.tensor(reward),
-            "scores": torch.tensor(self._played.reward),
+            "scores": torch.tensor(played.reward),
             "environment_feedback": feedback,
             "done": done,
             "extra_logs": {
