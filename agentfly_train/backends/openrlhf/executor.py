@@ -71,6 +71,7 @@ from agentfly_env.distributed import make_env_pool
 from agentfly_env.pool import Lease, ResourcePool
 from agentfly_env.tools import ResourceBrokenError
 from agentfly_train.chat import ChatFormat
+from agentfly_train.config import ENV_POOLS
 from agentfly_train.rollout import Episode, record_step
 
 logger = logging.getLogger("agentfly.openrlhf")
@@ -124,8 +125,8 @@ class Settings:
             lease_timeout_s=float(env.get("AGENTFLY_LEASE_TIMEOUT_S", cls.lease_timeout_s)),
             min_turn_tokens=int(env.get("AGENTFLY_MIN_TURN_TOKENS", cls.min_turn_tokens)),
         )
-        if settings.pool not in ("auto", "ray", "local"):
-            raise ValueError(f"AGENTFLY_ENV_POOL must be ray, local or auto; got {settings.pool!r}")
+        if settings.pool not in ENV_POOLS:
+            raise ValueError(f"AGENTFLY_ENV_POOL must be {', '.join(ENV_POOLS[:-1])} or {ENV_POOLS[-1]}; got {settings.pool!r}")
         return settings
 
     @property
