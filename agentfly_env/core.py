@@ -9,6 +9,12 @@ errors for API misuse, the turn budget, bounded observations, and the episode re
 A subclass implements :meth:`AgentEnv._reset` and :meth:`AgentEnv._step` (async), and optionally
 :meth:`AgentEnv._end_episode` to give back what the episode held.
 
+Besides an env's own entries, ``info`` always has the typed record of what happened: after ``reset``,
+``info["start"]`` (an :class:`~agentfly_env.types.EpisodeStart`: task, system prompt, tool schemas);
+after ``step``, ``info["step"]`` (the :class:`~agentfly_env.types.Step` also appended to the
+trajectory: tool calls, results, errors, success, reward components, truncation). The plain keys
+(``info["errors"]``, ``info["success"]``, ...) are the same values, for code that reads dicts.
+
 Example:
     >>> class Echo(AgentEnv):
     ...     async def _reset(self, seed, options):
@@ -33,7 +39,7 @@ import gymnasium as gym
 from agentfly_env.aio import run_sync
 from agentfly_env.spaces import TextSpace
 from agentfly_env.tools import truncate_text
-from agentfly_env.types import Step, Trajectory
+from agentfly_env.types import EpisodeStart, ParseError, Step, ToolCall, ToolResult, Trajectory
 
 class EnvStateError(RuntimeError):
     """The env was used out of order: stepped before ``reset`` or after its episode ended."""
@@ -41,7 +47,7 @@ class EnvStateError(RuntimeError):
 
 @dataclass
 class Transition:
-    """What a subclass's :meth:`AgentEnv._step` returns.
+    """What a subclass's :meth:`AgentEnv._step` returns; the base class makes the step's record from it.
 
     Attributes:
         observation: The env's answer to the action (bounded by the base class).
@@ -49,17 +55,26 @@ class Transition:
         terminated: The task ended (solved, failed, or answered).
         truncation_reason: Set when the episode must stop for an outside reason (a backend died);
             the base class adds ``"max_turns"`` itself.
-        info: Step info; the base class adds ``turn`` and ``truncation_reason``.
-        record: The structured step for the trajectory; the base class fills action, observation,
-            reward and flags.
+        success: Whether the task counts as solved.
+        reward_components: The named parts of the reward.
+        tool_calls: The calls the action made.
+        tool_results: What they returned.
+        parse_errors: What could not be read as a call.
+        errors: Errors of the turn by kind, counted.
+        info: The env's own extra ``info`` entries.
     """
 
     observation: str
     reward: float = 0.0
     terminated: bool = False
     truncation_reason: str | None = None
+    success: bool = False
+    reward_components: dict[str, float] = field(default_factory=dict)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_results: list[ToolResult] = field(default_factory=list)
+    parse_errors: list[ParseError] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
-    record: Step | None = None
 
 
 class AgentEnv(gym.Env[str, str]):
@@ -94,6 +109,10 @@ class AgentEnv(gym.Env[str, str]):
         self.action_space = TextSpace()
         self.turn = 0
         self.trajectory: Trajectory | None = None
+        #: The model's instructions for every episode (an env with tools lists them here); None for none.
+        self.system_prompt: str | None = None
+        #: The tools' schemas in OpenAI function format.
+        self.tool_schemas: list[dict[str, Any]] = []
         self._episode_open = False
         self._needs_reset = True
         self._closed = False
@@ -127,10 +146,14 @@ class AgentEnv(gym.Env[str, str]):
         self.turn = 0
         observation, info = await self._reset(seed, dict(options or {}))
         observation = truncate_text(observation, self.max_observation_chars)
-        self.trajectory = Trajectory(env_id=self.env_id, observation=observation, seed=seed, task=info.get("task", {}))
+        start = EpisodeStart(
+            env_id=self.env_id, observation=observation, seed=seed, task=info.setdefault("task", {}),
+            system_prompt=self.system_prompt, tools=[dict(schema) for schema in self.tool_schemas],
+        )
+        self.trajectory = Trajectory.begin(start)
         self._episode_open = True
         self._needs_reset = False
-        info.setdefault("turn", 0)
+        info.update(env_id=self.env_id, system_prompt=start.system_prompt, tools=start.tools, turn=0, start=start)
         return observation, info
 
     async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -152,25 +175,39 @@ class AgentEnv(gym.Env[str, str]):
         if truncation_reason is None and not outcome.terminated and self.turn >= self.max_turns:
             truncation_reason = "max_turns"
         truncated = truncation_reason is not None and not outcome.terminated
-        observation = truncate_text(outcome.observation, self.max_observation_chars)
+        record = Step(
+            action=action,
+            observation=truncate_text(outcome.observation, self.max_observation_chars),
+            reward=float(outcome.reward),
+            terminated=outcome.terminated,
+            truncated=truncated,
+            tool_calls=outcome.tool_calls,
+            tool_results=outcome.tool_results,
+            parse_errors=outcome.parse_errors,
+            reward_components=outcome.reward_components,
+            truncation_reason=truncation_reason if truncated else None,
+            errors=outcome.errors,
+            success=outcome.success,
+        )
         info = outcome.info
-        info["turn"] = self.turn
-        info["truncation_reason"] = truncation_reason if truncated else None
-
-        record = outcome.record or Step(action="", observation="", reward=0.0, terminated=False, truncated=False)
-        record.action = action
-        record.observation = observation
-        record.reward = float(outcome.reward)
-        record.terminated = outcome.terminated
-        record.truncated = truncated
-        record.truncation_reason = info["truncation_reason"]
+        info.update(
+            turn=self.turn,
+            tool_calls=record.tool_calls,
+            tool_results=record.tool_results,
+            parse_errors=record.parse_errors,
+            errors=record.errors,
+            success=record.success,
+            reward_components=record.reward_components,
+            truncation_reason=record.truncation_reason,
+            step=record,
+        )
         assert self.trajectory is not None
         self.trajectory.steps.append(record)
         if outcome.terminated or truncated:
             self._needs_reset = True
             await self._finish_episode()
-        record.latency_s = time.perf_counter() - started
-        return observation, float(outcome.reward), outcome.terminated, truncated, info
+        self.trajectory.latency_s.append(time.perf_counter() - started)
+        return record.observation, record.reward, record.terminated, truncated, info
 
     async def aclose(self) -> None:
         """End the episode, release everything; a second call does nothing."""

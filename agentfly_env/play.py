@@ -51,18 +51,17 @@ async def play_episodes(
         for episode in queue:  # the shared iterator hands each episode to exactly one worker
             await env.areset(seed=seed + episode)
             env.action_space.seed(seed + episode)
-            info: dict[str, Any] = {}
             terminated = truncated = False
             while not (terminated or truncated):
-                _, _, terminated, truncated, info = await env.astep(choose(env))
-                totals["tool_calls"] += len(info.get("tool_calls", ()))
-                totals["errors"] += sum(info.get("errors", {}).values())
+                _, _, terminated, truncated, _ = await env.astep(choose(env))
             trajectory = env.trajectory
             assert trajectory is not None
             totals["episodes"] += 1
             totals["reward"] += trajectory.total_reward
-            totals["success"] += bool(info.get("success"))
+            totals["success"] += trajectory.success
             totals["turns"] += len(trajectory.steps)
+            totals["tool_calls"] += sum(len(step.tool_calls) for step in trajectory.steps)
+            totals["errors"] += sum(sum(step.errors.values()) for step in trajectory.steps)
             totals["truncated"] += truncated
             if writer is not None:
                 writer.write(trajectory)

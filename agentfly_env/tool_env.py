@@ -3,7 +3,9 @@
 Each turn, the model's text is parsed for tool calls (the parser is pluggable), the calls run
 concurrently, and their results, bounded, become the next observation. The episode ends when the model
 gives a final answer (``<answer>...</answer>``, or a ``finish`` tool call with ``answer_mode="tool"``);
-the reward then scores it. Nothing the model writes raises: malformed calls, unknown tools, bad
+the reward then scores it. A tool can also end the episode (buying in a shop, winning a game) or cut it
+short (a dead backend) through the turn's :class:`~agentfly_env.turn.TurnReport`, and
+:meth:`ToolEnv._finish_turn` lets an env add what its own state says about the turn. Nothing the model writes raises: malformed calls, unknown tools, bad
 arguments, tools that fail or time out each come back as an observation that says what went wrong,
 and are counted in ``info["errors"]``.
 
@@ -30,7 +32,6 @@ import asyncio
 import json
 import pickle
 import re
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -44,7 +45,8 @@ from agentfly_env.rewards import Reward
 from agentfly_env.spaces import ToolCallSpace
 from agentfly_env.tasks import TaskSource
 from agentfly_env.tools import Tool, tool
-from agentfly_env.types import Step, ToolCall, ToolResult
+from agentfly_env.turn import TurnReport
+from agentfly_env.types import ParseResult, ToolCall, ToolResult
 
 NO_ACTION = "no_action"
 
@@ -71,9 +73,9 @@ class AnswerFormat:
     answers can travel to Gymnasium's worker processes without the env.
     """
 
-    def __init__(self, mode: Literal["tag", "tool"], tag: str, parser: Parser) -> None:
-        if mode not in ("tag", "tool"):
-            raise ValueError(f"answer_mode must be 'tag' or 'tool', got {mode!r}")
+    def __init__(self, mode: Literal["tag", "tool", "none"], tag: str, parser: Parser) -> None:
+        if mode not in ("tag", "tool", "none"):
+            raise ValueError(f"answer_mode must be 'tag', 'tool' or 'none', got {mode!r}")
         self.mode = mode
         self.tag = tag
         self.parser = parser
@@ -94,10 +96,13 @@ class ToolEnv(AgentEnv):
         parser: A :class:`~agentfly_env.parsing.Parser` or its name: ``hermes`` (default), ``json``,
             ``react`` or ``bracket``.
         answer_mode: ``"tag"``: a final answer is ``<answer_tag>...</answer_tag>`` in the text;
-            ``"tool"``: the model calls ``finish(answer=...)``.
+            ``"tool"``: the model calls ``finish(answer=...)``; ``"none"``: there is no final answer,
+            only a tool ends the episode (see :class:`~agentfly_env.turn.TurnReport`).
         answer_tag: The tag name for ``answer_mode="tag"``.
         system_prompt: Task instructions; the tool list and call format are appended.
         success_threshold: A score at or above this counts as success when the reward does not say.
+        reward_every_turn: Score every turn with the reward (prediction None until an answer), for
+            rewards that pay progress as it is made; by default only the turn that ends is scored.
         tool_timeout_s: Overrides each tool's own timeout when set.
         max_calls_per_turn: Calls beyond this in one turn are not run; the model is told.
         cache: Cache for tools declared ``cache=True``: a :class:`~agentfly_env.cache.Cache` or a spec
@@ -114,10 +119,11 @@ class ToolEnv(AgentEnv):
         tasks: TaskSource,
         reward: Reward,
         parser: str | Parser = "hermes",
-        answer_mode: Literal["tag", "tool"] = "tag",
+        answer_mode: Literal["tag", "tool", "none"] = "tag",
         answer_tag: str = "answer",
         system_prompt: str = "Solve the task. Use the tools when they help.",
         success_threshold: float = 1.0,
+        reward_every_turn: bool = False,
         tool_timeout_s: float | None = None,
         max_calls_per_turn: int = 8,
         cache: Cache | str | None = None,
@@ -139,6 +145,7 @@ class ToolEnv(AgentEnv):
         self.answer_tag = answer_tag
         self._answer_pattern = re.compile(rf"<{re.escape(answer_tag)}>(.*?)</{re.escape(answer_tag)}>", re.DOTALL)
         self.success_threshold = success_threshold
+        self.reward_every_turn = reward_every_turn
         self.tool_timeout_s = tool_timeout_s
         self.max_calls_per_turn = max_calls_per_turn
         self.cache = make_cache(cache) if any(t.cache for t in self.tools.values()) else None
@@ -149,7 +156,7 @@ class ToolEnv(AgentEnv):
         self.action_space = ToolCallSpace(
             [t for t in self.tools.values() if t is not finish_tool],
             self.parser.format_call,
-            answers=self.format_answer,
+            answers=self.format_answer if answer_mode != "none" else None,
         )
         self.task: dict[str, Any] = {}
         self._leases: dict[str, Lease[Any]] = {}
@@ -159,11 +166,11 @@ class ToolEnv(AgentEnv):
 
     def _build_system_prompt(self, instructions: str) -> str:
         listed = "\n".join(json.dumps(schema["function"], ensure_ascii=False) for schema in self.tool_schemas)
-        how_to_answer = (
-            "When you are done, call the `finish` tool with your final answer."
-            if self.answer_mode == "tool"
-            else f"When you are done, give your final answer as <{self.answer_tag}>...</{self.answer_tag}>."
-        )
+        how_to_answer = {
+            "tool": "When you are done, call the `finish` tool with your final answer.",
+            "tag": f"When you are done, give your final answer as <{self.answer_tag}>...</{self.answer_tag}>.",
+            "none": "",
+        }[self.answer_mode]
         parts = [instructions.strip()]
         if self.tool_schemas:
             parts += [f"You can call these tools:\n{listed}", self.parser.instructions()]
@@ -175,6 +182,8 @@ class ToolEnv(AgentEnv):
         if self.answer_mode == "tag":
             match = self._answer_pattern.search(action)
             return match.group(1).strip() if match else None
+        if self.answer_mode == "none":
+            return None
         for call in calls:
             if call.name == "finish":
                 try:
@@ -187,58 +196,60 @@ class ToolEnv(AgentEnv):
 
     async def _reset(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.task = self.tasks.select(options, self.np_random)
-        info = {
-            "task": _copy_plain(self.task),  # the caller may keep or change it; our copy stays intact
-            "tools": [dict(schema) for schema in self.tool_schemas],
-            "system_prompt": self.system_prompt,
-            "env_id": self.env_id,
-        }
-        return self.task["prompt"], info
+        # The caller may keep or change the task in info; our copy stays intact.
+        return self.task["prompt"], {"task": _copy_plain(self.task)}
 
     async def _step(self, action: str) -> Transition:
         parsed = self.parser.parse(action)
         calls = parsed.calls
-        errors: Counter[str] = Counter()
+        turn = TurnReport()
         if parsed.errors:
-            errors["parse_error"] = len(parsed.errors)
+            turn.count_error("parse_error", len(parsed.errors))
         answer = self.find_answer(action, calls)
-        record = Step(action, "", 0.0, False, False, tool_calls=list(calls), parse_errors=list(parsed.errors))
-
+        results: list[ToolResult] = []
         if answer is not None:
-            result = await self.reward.compute(self._reward_context(answer))
-            success = result.success if result.success is not None else result.score >= self.success_threshold
-            components = dict(result.components) or {self.reward.name: result.score}
-            record.reward_components = components
-            info = {
-                "tool_calls": list(calls),
-                "tool_results": [],
-                "parse_errors": list(parsed.errors),
-                "errors": dict(errors),
-                "answer": answer,
-                "success": success,
-                "reward_components": components,
-                "reward_details": dict(result.details),
-            }
-            return Transition("", result.score, terminated=True, info=info, record=record)
+            turn.end_episode(await self.reward.compute(self._reward_context(answer)))
+            turn.info["answer"] = answer
+            observation = ""
+        else:
+            if len(calls) > self.max_calls_per_turn:
+                turn.count_error("too_many_calls")
+            results = await self._run_calls(calls[: self.max_calls_per_turn], turn)
+            for item in results:
+                if item.error is not None:
+                    turn.count_error(item.error)
+            if not calls and not parsed.errors:
+                turn.count_error(NO_ACTION)
+            observation = self._format_observation(results, parsed.errors, len(calls))
+        await self._finish_turn(turn)
+        return await self._transition(observation, parsed, results, turn)
 
-        if len(calls) > self.max_calls_per_turn:
-            errors["too_many_calls"] = 1
-        results = await self._run_calls(calls[: self.max_calls_per_turn])
-        for item in results:
-            if item.error is not None:
-                errors[item.error] += 1
-        record.tool_results = results
-        observation = self._format_observation(results, parsed.errors, len(calls))
-        if not calls and not parsed.errors:
-            errors[NO_ACTION] = 1
-        info = {
-            "tool_calls": list(calls),
-            "tool_results": results,
-            "parse_errors": list(parsed.errors),
-            "errors": dict(errors),
-            "success": False,
-        }
-        return Transition(observation, 0.0, info=info, record=record)
+    async def _finish_turn(self, turn: TurnReport) -> None:
+        """Called once a turn's calls (or its answer) are done: add what the env's own state says about
+        the turn to its report (``info`` entries, an ending, a truncation). Does nothing by default."""
+
+    async def _transition(
+        self, observation: str, parsed: ParseResult, results: list[ToolResult], turn: TurnReport
+    ) -> Transition:
+        """The step a turn makes: the one place where its reward, success and ending are decided."""
+        transition = Transition(
+            observation, tool_calls=list(parsed.calls), tool_results=results, parse_errors=list(parsed.errors),
+            errors=dict(turn.errors), info=turn.info,
+        )
+        if turn.truncation_reason is not None:  # an outside failure: no reward, whatever was reported
+            transition.truncation_reason = turn.truncation_reason
+            return transition
+        result = turn.result
+        if result is None and (turn.ends or self.reward_every_turn):
+            result = await self.reward.compute(self._reward_context(None))
+        if result is not None:
+            transition.reward = result.score
+            transition.success = result.success if result.success is not None else result.score >= self.success_threshold
+            transition.reward_components = dict(result.components) or {self.reward.name: result.score}
+            if turn.ends:
+                transition.info["reward_details"] = dict(result.details)
+        transition.terminated = turn.ends
+        return transition
 
     def _reward_context(self, prediction: str | None) -> dict[str, Any]:
         context = dict(self.task)
@@ -265,19 +276,19 @@ class ToolEnv(AgentEnv):
 
     # ----------------------------------------------------------------- running tools
 
-    async def _run_calls(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+    async def _run_calls(self, calls: Sequence[ToolCall], turn: TurnReport) -> list[ToolResult]:
         if len(calls) == 1:  # the common case, without gather's task overhead
-            return [await self._run_call(calls[0])]
-        return list(await asyncio.gather(*(self._run_call(call) for call in calls)))
+            return [await self._run_call(calls[0], turn)]
+        return list(await asyncio.gather(*(self._run_call(call, turn) for call in calls)))
 
-    async def _run_call(self, call: ToolCall) -> ToolResult:
+    async def _run_call(self, call: ToolCall, turn: TurnReport) -> ToolResult:
         chosen = self.tools.get(call.name)
         if chosen is None or chosen is finish_tool:
             known = ", ".join(name for name in self.tools if name != "finish") or "none"
             return ToolResult(call.name, f"Error: unknown tool `{call.name}`. Available tools: {known}.", "unknown_tool", call.id)
         if chosen.cache and self.cache is not None:
             return await self._run_cached(chosen, call)
-        injected: dict[str, Any] = {"env": self, "task": self.task}
+        injected: dict[str, Any] = {"env": self, "task": self.task, "turn": turn}
         if chosen.resource is not None:
             try:
                 injected["resource"] = await self._lease(chosen.resource)

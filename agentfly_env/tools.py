@@ -4,9 +4,10 @@ The schema comes from the type hints and the Google-style docstring (``Args:`` s
 parameter types are whatever msgspec understands: ``str``, numbers, ``bool``, ``list[...]``,
 ``Optional[...]``, ``Literal[...]``, enums, nested dataclasses, msgspec Structs and TypedDicts.
 
-Three parameter names are reserved and injected by the env rather than given by the model:
-``env`` (the env instance), ``task`` (the current task dict) and ``resource`` (an instance leased from
-the pool named by ``@tool(resource=...)`` for the whole episode).
+Four parameter names are reserved and injected by the env rather than given by the model:
+``env`` (the env instance), ``task`` (the current task dict), ``resource`` (an instance leased from
+the pool named by ``@tool(resource=...)`` for the whole episode) and ``turn`` (the turn's
+:class:`~agentfly_env.turn.TurnReport`, to end the episode, cut it short or count an error).
 
 Example:
     >>> @tool
@@ -40,7 +41,7 @@ from agentfly_env.aio import call_function
 from agentfly_env.types import ToolResult
 
 #: Parameter names the env fills in; they never appear in the schema.
-INJECTED_PARAMETERS = frozenset({"env", "task", "resource"})
+INJECTED_PARAMETERS = frozenset({"env", "task", "resource", "turn"})
 
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
 _SECTION_HEADER = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")
@@ -186,6 +187,8 @@ class Tool:
         self.injected = [p for p in signature.parameters if p in INJECTED_PARAMETERS]
         if resource is not None and "resource" not in self.injected:
             raise ValueError(f"tool {self.name!r} declares resource={resource!r} but has no `resource` parameter")
+        if cache and "turn" in self.injected:
+            raise ValueError(f"tool {self.name!r} reports to its turn, so it cannot be cached (a cache hit would not run it)")
         fields: list[tuple[Any, ...]] = []
         for parameter in signature.parameters.values():
             if parameter.name in INJECTED_PARAMETERS:
@@ -263,7 +266,7 @@ class Tool:
         Args:
             arguments: What the model passed.
             call_id: The id of the call, copied into the result.
-            injected: Values for the reserved parameters (``env``, ``task``, ``resource``).
+            injected: Values for the reserved parameters (``env``, ``task``, ``resource``, ``turn``).
             timeout_s: Overrides the tool's own timeout.
         """
         timeout = self.timeout_s if timeout_s is None else timeout_s

@@ -75,8 +75,33 @@ class Message(msgspec.Struct, omit_defaults=True):
     tool_calls: list[ToolCall] | None = None
 
 
+class EpisodeStart(msgspec.Struct, omit_defaults=True):
+    """What an env says when an episode starts: ``info["start"]`` after every ``reset``.
+
+    Everything an episode driver needs to open the model's conversation, typed, so a trainer reads
+    fields rather than string keys (and gets the same from a remote env as from a local one).
+    """
+
+    env_id: str
+    observation: str
+    seed: int | None = None
+    task: dict[str, Any] = msgspec.field(default_factory=dict)
+    system_prompt: str | None = None
+    tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
 class Step(msgspec.Struct, omit_defaults=True):
-    """One env step: the model's action and what the env answered."""
+    """One env step: the model's action and what the env answered; ``info["step"]`` after every ``step``.
+
+    Attributes:
+        errors: What went wrong in the turn, by kind (``parse_error``, ``unknown_tool``, ...), counted.
+        success: Whether the task counts as solved (meaningful on the step that ends the episode).
+        reward_components: The named parts of this step's reward.
+        truncation_reason: Why the episode was cut (``max_turns``, a backend failure), when it was.
+
+    It holds no timing, so the steps of a seeded rollout compare equal (wall times are on the
+    :class:`Trajectory`).
+    """
 
     action: str
     observation: str
@@ -88,11 +113,12 @@ class Step(msgspec.Struct, omit_defaults=True):
     parse_errors: list[ParseError] = msgspec.field(default_factory=list)
     reward_components: dict[str, float] = msgspec.field(default_factory=dict)
     truncation_reason: str | None = None
-    latency_s: float = 0.0
+    errors: dict[str, int] = msgspec.field(default_factory=dict)
+    success: bool = False
 
 
 class Trajectory(msgspec.Struct, omit_defaults=True):
-    """A whole episode: the task, the first observation and every step."""
+    """A whole episode: the task, the first observation and every step (``latency_s``: each step's wall time)."""
 
     env_id: str
     observation: str
@@ -100,10 +126,25 @@ class Trajectory(msgspec.Struct, omit_defaults=True):
     task: dict[str, Any] = msgspec.field(default_factory=dict)
     steps: list[Step] = msgspec.field(default_factory=list)
     episode_id: str | None = None
+    system_prompt: str | None = None
+    latency_s: list[float] = msgspec.field(default_factory=list)
+
+    @classmethod
+    def begin(cls, start: EpisodeStart) -> Trajectory:
+        """The record of an episode that has just started (no steps yet)."""
+        return cls(
+            env_id=start.env_id, observation=start.observation, seed=start.seed, task=start.task,
+            system_prompt=start.system_prompt,
+        )
 
     @property
     def total_reward(self) -> float:
         return sum(step.reward for step in self.steps)
+
+    @property
+    def success(self) -> bool:
+        """Whether the episode solved its task (its last step says so)."""
+        return bool(self.steps) and self.steps[-1].success
 
     @property
     def done(self) -> bool:

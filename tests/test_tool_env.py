@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -218,3 +219,77 @@ def test_any_text_is_a_valid_step(text):
     observation, reward_value, terminated, truncated, info = env.step(text)
     assert isinstance(observation, str) and isinstance(reward_value, float)
     assert terminated or observation  # a non-final turn always tells the model something
+
+
+# ----------------------------------------------------------------- the turn report: tools that decide the episode
+
+
+@tool
+def pay(amount: int, turn) -> str:
+    """Pay; paying ends the episode, scored by the amount, and paying nothing counts as an error.
+
+    Args:
+        amount: How much.
+    """
+    if amount <= 0:
+        turn.count_error("nothing_paid")
+        return "Nothing paid."
+    turn.end_episode(RewardResult(amount / 10, {"paid": float(amount)}) if amount < 10 else None)
+    return f"Paid {amount}."
+
+
+@tool
+def crash(turn) -> str:
+    """A backend that dies."""
+    turn.truncate("backend_died", backend_error="gone")
+    return "The backend died."
+
+
+def test_a_tool_ends_the_episode_with_its_result_or_the_envs_reward():
+    env = make_env_with(pay)
+    env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step(call("pay", '{"amount": 4}'))
+    assert (observation, reward, terminated, truncated) == ("Paid 4.", 0.4, True, False)
+    assert info["reward_components"] == {"paid": 4.0} and not info["success"] and info["step"].terminated
+    env.reset(seed=0)
+    # No result given: the env's own reward scores the episode (no prediction: 0 here).
+    _, reward, terminated, _, info = env.step(call("pay", '{"amount": 12}'))
+    assert (reward, terminated) == (0.0, True) and info["reward_components"] == {"correct": 0.0, "format": 1.0}
+
+
+def test_a_tool_counts_errors_and_truncates_without_reward():
+    env = make_env_with(pay, crash)
+    env.reset(seed=0)
+    _, _, terminated, _, info = env.step(call("pay", '{"amount": 0}'))
+    assert not terminated and info["errors"] == {"nothing_paid": 1} and info["step"].errors == {"nothing_paid": 1}
+    observation, reward, terminated, truncated, info = env.step(call("pay", '{"amount": 5}') + call("crash"))
+    assert (reward, terminated, truncated) == (0.0, False, True) and not info["success"]
+    assert info["truncation_reason"] == "backend_died" and info["backend_error"] == "gone"
+    assert "[crash] The backend died." in observation
+
+
+def test_every_turn_can_be_scored():
+    scores = iter([0.25, 0.5, 1.0])
+    progress = reward(lambda: RewardResult(next(scores), {"progress": 1.0}), name="progress")
+    env = ToolEnv(tools=[add], tasks=TASKS, reward=progress, reward_every_turn=True)
+    env.reset(seed=0)
+    rewards = [env.step(call("add", '{"a": 1, "b": 2}'))[1] for _ in range(2)]
+    *_, info = env.step("<answer>5</answer>")
+    assert rewards == [0.25, 0.5] and info["success"] and info["step"].reward_components == {"progress": 1.0}
+
+
+def test_without_answers_only_a_tool_ends_the_episode():
+    env = make_env_with(pay, answer_mode="none")
+    _, info = env.reset(seed=0)
+    assert "<answer>" not in info["system_prompt"] and info["start"].system_prompt == info["system_prompt"]
+    _, _, terminated, _, info = env.step("<answer>5</answer>")
+    assert not terminated and info["errors"] == {"no_action": 1}
+
+
+def test_a_tool_that_reports_to_its_turn_cannot_be_cached():
+    with pytest.raises(ValueError, match="cannot be cached"):
+        tool(cache=True)(crash.function)
+
+
+def make_env_with(*tools, **kwargs) -> ToolEnv:
+    return ToolEnv(tools=list(tools), tasks=TASKS, reward=graded, **kwargs)

@@ -25,7 +25,8 @@ class ShoutEnv(AgentEnv):
 
     async def _reset(self, seed, options):
         self.said: list[str] = []
-        return "Say something in capitals.", {"system_prompt": "Shout."}
+        self.system_prompt = "Shout."
+        return "Say something in capitals.", {}
 
     async def _step(self, action):
         self.said.append(action)
@@ -33,7 +34,7 @@ class ShoutEnv(AgentEnv):
             return Transition("Louder!")
         words = " ".join(self.said).split()
         score = sum(any(c.isupper() for c in w) for w in words) / len(words) if words else 0.0
-        return Transition("", reward=score, terminated=True, info={"success": score >= 0.8})
+        return Transition("", reward=score, terminated=True, success=score >= 0.8)
 
 
 def shout_config(algo: str, out_dir: str | Path, **train) -> Config:

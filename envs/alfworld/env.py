@@ -42,12 +42,12 @@ from agentfly_envs.alfworld.engine import (
 from agentfly_envs.alfworld.expert import next_command
 from agentfly_envs.alfworld.games import ALFWorldGames, GeneratedGames
 
-from agentfly_env.core import Transition
 from agentfly_env.pool import Lease
 from agentfly_env.rewards import RewardResult, reward
 from agentfly_env.spaces import ToolCallSpace, ToolSpec
 from agentfly_env.tool_env import ToolEnv
 from agentfly_env.tools import tool
+from agentfly_env.turn import TurnReport
 from agentfly_env.types import ToolCall
 
 __all__ = ["ALFWorldEnv", "act", "admissible_commands", "game_won"]
@@ -135,8 +135,6 @@ class ALFWorldEnv(ToolEnv):
         )
         self._turn_lock = asyncio.Lock()
         self._played: list[str] = []  # the admissible commands played, for the expert
-        self._invalid = 0  # commands of this turn the game did not know
-        self._failure: str | None = None
 
     # ----------------------------------------------------------------- the game
 
@@ -159,11 +157,12 @@ class ALFWorldEnv(ToolEnv):
         assert state is not None
         return state
 
-    async def play(self, command: str) -> str:
-        """Send one command to the game; what the ``act`` tool does."""
+    async def play(self, command: str, turn: TurnReport) -> str:
+        """Send one command to the game; what the ``act`` tool does. A command the game does not know
+        counts as ``invalid_command``; an engine that fails cuts the episode short (and is replaced)."""
         # The calls of one turn run concurrently; the lock makes them act in the order they were made.
         async with self._turn_lock:
-            if self._failure is not None:
+            if turn.truncation_reason is not None:
                 return "Error: the game engine has stopped; this episode is over."
             engine = self.engine
             if engine.state is not None and engine.state.won:
@@ -172,12 +171,14 @@ class ALFWorldEnv(ToolEnv):
             try:
                 state = await asyncio.to_thread(engine.step, command, self.engine_timeout_s)
             except EngineError as error:
-                self._failure = f"engine_failed: {error}"
+                failure = f"engine_failed: {error}"
+                turn.truncate(failure, engine_error=failure)
+                await self._release(self.pool_name, broken=True)
                 return f"Error: the game engine stopped ({error}); this episode is over."
             if admissible:
                 self._played.append(command.strip())
             else:
-                self._invalid += 1
+                turn.count_error("invalid_command")
             return state.feedback
 
     def _offer(self, state: GameState) -> None:
@@ -194,7 +195,6 @@ class ALFWorldEnv(ToolEnv):
     async def _reset(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         _, info = await super()._reset(seed, options)
         self._played = []
-        self._failure = None
         for attempt in range(2):  # an engine that died while idle is replaced once
             engine = await self._lease(self.pool_name)
             try:
@@ -208,28 +208,14 @@ class ALFWorldEnv(ToolEnv):
         info.update(won=state.won, admissible_commands=list(state.admissible_commands))
         return state.feedback, info
 
-    async def _step(self, action: str) -> Transition:
-        self._invalid = 0
-        outcome = await super()._step(action)
-        info = outcome.info
-        if self._invalid:
-            info["errors"]["invalid_command"] = self._invalid
-        if self._failure is not None:
-            outcome.truncation_reason = self._failure
-            info["engine_error"] = self._failure
-            await self._release(self.pool_name, broken=True)
-            return outcome
+    async def _finish_turn(self, turn: TurnReport) -> None:
+        if turn.truncation_reason is not None:  # the engine is gone
+            return
         state = self.game_state
-        info.update(won=state.won, admissible_commands=list(state.admissible_commands))
-        if state.won and not outcome.terminated:
-            result = await self.reward.compute(self._reward_context(None))
-            outcome.reward = result.score
-            outcome.terminated = True
-            info.update(success=True, reward_components=dict(result.components))
-            assert outcome.record is not None
-            outcome.record.reward_components = dict(result.components)
+        turn.info.update(won=state.won, admissible_commands=list(state.admissible_commands))
+        if state.won:
+            turn.end_episode()
         self._offer(state)
-        return outcome
 
     def expert_action(self) -> str:
         """The scripted expert: the game's walkthrough while the episode follows it; from any other
@@ -246,13 +232,13 @@ class ALFWorldEnv(ToolEnv):
 
 # No tool deadline: the engine's own (``engine_timeout_s``) stops a stuck engine and ends the episode.
 @tool(timeout_s=None, examples=[{"command": command} for command in _EXAMPLE_COMMANDS])
-async def act(command: str, env: ALFWorldEnv) -> str:
+async def act(command: str, env: ALFWorldEnv, turn: TurnReport) -> str:
     """Do one thing in the household and see what happens.
 
     Args:
         command: A game command, e.g. "go to countertop 1", "take apple 1 from countertop 1", "open fridge 1".
     """
-    return await env.play(command)
+    return await env.play(command, turn)
 
 
 @tool

@@ -37,10 +37,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from agentfly_env.aio import run_sync
-from agentfly_env.core import Transition
 from agentfly_env.rewards import RewardResult, reward
 from agentfly_env.tool_env import ToolEnv
 from agentfly_env.tools import tool
+from agentfly_env.turn import TurnReport
 from agentfly_env.types import ToolCall, ToolResult
 from agentfly_envs.scienceworld.engine import EngineFailure, GameState, JvmConfig, Loaded, ScienceWorldEngine
 from agentfly_envs.scienceworld.pool import ENGINE_POOL, engine_pool
@@ -83,35 +83,35 @@ _gold_cache: collections.OrderedDict[tuple[str, int, str], tuple[str, ...]] = co
         )
     ],
 )
-async def act(command: str, env: Any) -> str:
+async def act(command: str, env: Any, turn: TurnReport) -> str:
     """Do one action in the world; it takes one time step.
 
     Args:
         command: The action, e.g. "open door to kitchen", "pick up thermometer" or "focus on water".
     """
-    return await env.act(command)
+    return await env.act(command, turn)
 
 
 @tool(timeout_s=None)
-async def look(env: Any) -> str:
+async def look(env: Any, turn: TurnReport) -> str:
     """Look around the current location (takes no time)."""
-    return await env.engine_call(ScienceWorldEngine.look)
+    return await env.engine_call(ScienceWorldEngine.look, turn=turn)
 
 
 @tool(timeout_s=None)
-async def inventory(env: Any) -> str:
+async def inventory(env: Any, turn: TurnReport) -> str:
     """List what you carry (takes no time)."""
-    return await env.engine_call(ScienceWorldEngine.inventory)
+    return await env.engine_call(ScienceWorldEngine.inventory, turn=turn)
 
 
 @tool(timeout_s=None, examples=[{}, {"contains": "door"}, {"contains": "thermometer"}])
-async def valid_actions(env: Any, contains: str = "") -> str:
+async def valid_actions(env: Any, turn: TurnReport, contains: str = "") -> str:
     """List the actions that are valid right now.
 
     Args:
         contains: Show only actions containing this text (e.g. an object's name); empty shows all.
     """
-    found = await env.engine_call(ScienceWorldEngine.valid_actions)
+    found = await env.engine_call(ScienceWorldEngine.valid_actions, turn=turn)
     needle = contains.strip().lower()
     matching = [item for item in found if needle in item]
     if not matching:
@@ -172,6 +172,7 @@ class ScienceWorldEnv(ToolEnv):
             tools=[self.AVAILABLE_TOOLS[name] for name in tools],
             tasks=self.task_source,
             reward=reward(self._turn_reward, name="scienceworld"),
+            reward_every_turn=True,
             **kwargs,
         )
         self.pool_name = pool_name
@@ -184,10 +185,10 @@ class ScienceWorldEnv(ToolEnv):
         self.engine: ScienceWorldEngine | None = None
         self.state: GameState | None = None
         self.gold: tuple[str, ...] | None = None
+        #: Why this episode's JVM failed (it was given back to be replaced); None while it works.
         self.failure: str | None = None
         self.commands_sent = 0
         self._rewarded = 0.0
-        self._unknown_commands = 0
 
     # ----------------------------------------------------------------- episode
 
@@ -241,39 +242,24 @@ class ScienceWorldEnv(ToolEnv):
             while len(_gold_cache) > _GOLD_CACHE_SIZE:
                 _gold_cache.popitem(last=False)
 
-    async def _run_calls(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+    async def _run_calls(self, calls: Sequence[ToolCall], turn: TurnReport) -> list[ToolResult]:
         # One world: a turn's calls act one after another, in the order written.
-        return [await self._run_call(call) for call in calls]
+        return [await self._run_call(call, turn) for call in calls]
 
-    async def _step(self, action: str) -> Transition:
-        self._unknown_commands = 0
-        outcome = await super()._step(action)
-        info = outcome.info
-        if self.valid_actions_in_info and self.failure is None and not self._over():
+    async def _finish_turn(self, turn: TurnReport) -> None:
+        if self.valid_actions_in_info and self.engine is not None and not self._over():
             try:
-                info["valid_actions"] = await self.engine_call(ScienceWorldEngine.valid_actions)
+                turn.info["valid_actions"] = await self.engine_call(ScienceWorldEngine.valid_actions, turn=turn)
             except EngineFailure:
-                pass  # handled just below, like any failure
-        if self.failure is not None:
-            await self._release(self.pool_name, broken=True)
-            self.engine = None
-            info.update(success=False, engine_error=self.failure)
-            outcome.reward, outcome.terminated, outcome.truncation_reason = 0.0, False, "engine_failure"
-            return outcome
-        if not outcome.terminated:  # a final answer was already scored by the reward
-            result = self._turn_reward()
-            outcome.reward = result.score
-            info.update(success=result.success, reward_components=dict(result.components))
-            if outcome.record is not None:
-                outcome.record.reward_components = dict(result.components)
-        if self._unknown_commands:
-            info["errors"]["unknown_command"] = self._unknown_commands
+                pass  # reported to the turn
+        if turn.truncation_reason is not None:
+            return
+        if self._over():
+            turn.end_episode()
         assert self.state is not None
-        outcome.terminated = outcome.terminated or self._over()
-        info.update(score=self.state.score, moves=self.state.moves)
-        if outcome.terminated:
-            info["final_score"] = self.state.progress
-        return outcome
+        turn.info.update(score=self.state.score, moves=self.state.moves)
+        if turn.ends:
+            turn.info["final_score"] = self.state.progress
 
     def _over(self) -> bool:
         return self.state is not None and (self.state.completed or self.state.failed)
@@ -285,28 +271,36 @@ class ScienceWorldEnv(ToolEnv):
         return RewardResult(gained, {"progress": progress}, success=bool(self.state and self.state.completed))
 
     async def _end_episode(self) -> None:
-        await self._release(self.pool_name, broken=self.failure is not None)
         self.engine = None
         await super()._end_episode()
 
     # ----------------------------------------------------------------- what the tools call
 
-    async def engine_call(self, function: Callable[..., T], *args: Any) -> T:
+    async def engine_call(self, function: Callable[..., T], *args: Any, turn: TurnReport | None = None) -> T:
         """Calls a blocking :class:`ScienceWorldEngine` method on this episode's JVM, off the event loop.
 
+        A JVM that fails is given back to be replaced, and the turn (when one is running) is cut short:
+        ``truncation_reason == "engine_failure"``, the cause in ``info["engine_error"]``.
+
         Raises:
-            EngineFailure: the JVM failed (the episode will be truncated), or none is leased.
+            EngineFailure: the JVM failed, or none is leased.
         """
-        if self.engine is None:
-            raise EngineFailure(self.failure or "no simulator is leased: the episode has not started")
         try:
+            if self.engine is None:
+                raise EngineFailure(self.failure or "no simulator is leased: the episode has not started")
             return await self.engine.call(function, self.engine, *args)
         except EngineFailure as error:
-            self.failure = str(error)
+            if self.failure is None:
+                self.failure = str(error)
+                self.engine = None
+                await self._release(self.pool_name, broken=True)
+            if turn is not None:
+                turn.truncate("engine_failure", engine_error=self.failure)
             raise
 
-    async def act(self, command: str) -> str:
-        """Sends one command to the simulator and keeps the game state; used by the ``act`` tool.
+    async def act(self, command: str, turn: TurnReport) -> str:
+        """Sends one command to the simulator and keeps the game state; used by the ``act`` tool. A
+        command the simulator cannot parse counts as ``unknown_command``.
 
         Raises:
             ValueError: an empty or overlong command (the model is told; nothing reaches the JVM).
@@ -318,10 +312,10 @@ class ScienceWorldEnv(ToolEnv):
             raise ValueError(f"the command has {len(command)} characters; at most {self.max_command_chars}")
         if self._over():
             return "The task is already over; this action was not taken."
-        self.state = await self.engine_call(ScienceWorldEngine.step, command)
+        self.state = await self.engine_call(ScienceWorldEngine.step, command, turn=turn)
         self.commands_sent += 1
         if self.state.observation.strip() == UNKNOWN_COMMAND:
-            self._unknown_commands += 1
+            turn.count_error("unknown_command")
         return self.state.observation
 
     # ----------------------------------------------------------------- the scripted expert

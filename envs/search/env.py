@@ -203,7 +203,7 @@ class SearchEnv(ToolEnv):
     async def _step(self, action: str) -> Transition:
         outcome = await super()._step(action)
         assert self.cache is not None
-        cached = [item for item in outcome.info.get("tool_results", []) if item.name in self.tools]
+        cached = [item for item in outcome.tool_results if item.name in self.tools]
         hits = sum(item.cached for item in cached)
         outcome.info["cache"] = {
             "step_hits": hits,

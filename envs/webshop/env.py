@@ -33,19 +33,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentfly_env.core import Transition
 from agentfly_env.parsing import BracketParser, Parser
-from agentfly_env.rewards import Reward, RewardResult
+from agentfly_env.rewards import Reward
 from agentfly_env.spaces import TextSpace, random_words
 from agentfly_env.tool_env import ToolEnv
 from agentfly_env.tools import tool
-from agentfly_env.types import ToolCall
+from agentfly_env.turn import TurnReport
+from agentfly_env.types import ToolCall, ToolResult
 from agentfly_envs.webshop.catalog import Catalog
 from agentfly_envs.webshop.data import Variant
 from agentfly_envs.webshop.goals import GoalTasks, Split
 from agentfly_envs.webshop.index import open_index
 from agentfly_envs.webshop.nouns import noun_extractor
-from agentfly_envs.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, Mode, Outcome, Session
+from agentfly_envs.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, Mode, Session
 from agentfly_envs.webshop.reward import webshop_reward
 from agentfly_envs.webshop.shared import DEFAULT_NUM_GOALS, shared_catalog
 
@@ -62,23 +62,23 @@ SYSTEM_PROMPT = (
 
 
 @tool(examples=[{"keywords": "long lasting lipstick"}])
-async def search(keywords: str, env: Any) -> str:
+async def search(keywords: str, env: Any, turn: TurnReport) -> str:
     """Search the shop for products (only on the search page).
 
     Args:
         keywords: What to search for, e.g. "waterproof bluetooth speaker".
     """
-    return await env.act("search", keywords)
+    return await env.act("search", keywords, turn)
 
 
 @tool(examples=[{"value": "Buy Now"}, {"value": "Back to Search"}])
-async def click(value: str, env: Any) -> str:
+async def click(value: str, env: Any, turn: TurnReport) -> str:
     """Click a button, a product ID or an option value shown on the current page.
 
     Args:
         value: The text of what to click, as shown, e.g. "Next >", "B07XYZ1234", "large" or "Buy Now".
     """
-    return await env.act("click", value)
+    return await env.act("click", value, turn)
 
 
 @dataclass
@@ -181,16 +181,15 @@ class WebShopEnv(ToolEnv):
             tasks=GoalTasks(self.catalog.goals(human_goals), split),
             reward=reward or webshop_reward,
             parser=BracketParser() if action_mode == "text" else (parser or "hermes"),
+            answer_mode="none",  # an episode ends by buying
             max_calls_per_turn=1,
             **kwargs,
         )
         self._choices = _Choices()
         self.action_space = _ActionSpace(self.parser, self._choices)
         self.session: Session | None = None
-        self._outcome: Outcome | None = None
-        self._purchase: RewardResult | None = None
 
-    # ----------------------------------------------------------------- prompts (no final answer here)
+    # ----------------------------------------------------------------- the prompt
 
     def _build_system_prompt(self, instructions: str) -> str:
         parts = [instructions.strip()]
@@ -199,10 +198,6 @@ class WebShopEnv(ToolEnv):
             parts.append(f"You can call these tools:\n{listed}")
         parts.append(self.parser.instructions())
         return "\n\n".join(parts)
-
-    def find_answer(self, action: str, calls: Sequence[ToolCall]) -> str | None:
-        """WebShop has no final answer: an episode ends by buying."""
-        return None
 
     # ----------------------------------------------------------------- episode
 
@@ -213,26 +208,8 @@ class WebShopEnv(ToolEnv):
         info.update(self._page_info())
         return self.session.render(self.observation_mode), info
 
-    async def _step(self, action: str) -> Transition:
-        self._outcome = self._purchase = None
-        transition = await super()._step(action)
-        info = transition.info
-        if self._outcome is not None and not self._outcome.valid:
-            info["errors"]["invalid_action"] = 1
-        if self._purchase is not None:
-            result = self._purchase
-            components = dict(result.components)
-            transition.reward = result.score
-            transition.terminated = True
-            info.update(
-                success=result.success if result.success is not None else result.score >= self.success_threshold,
-                reward_components=components,
-                reward_details=dict(result.details),
-            )
-            if transition.record is not None:
-                transition.record.reward_components = components
-        info.update(self._page_info())
-        return transition
+    async def _finish_turn(self, turn: TurnReport) -> None:
+        turn.info.update(self._page_info())
 
     def _page_info(self) -> dict[str, Any]:
         assert self.session is not None
@@ -241,12 +218,14 @@ class WebShopEnv(ToolEnv):
         self._choices.clickables = list(available["clickables"])
         return {"page": self.session.page, "available_actions": available}
 
-    async def act(self, name: str, argument: str) -> str:
-        """Run one WebShop action on the current page and return the next observation (the tools call this)."""
+    async def act(self, name: str, argument: str, turn: TurnReport) -> str:
+        """Run one WebShop action on the current page and return the next observation (the tools call
+        this); an invalid action counts as ``invalid_action``, buying ends the episode with the reward."""
         session = self.session
         assert session is not None and session.page != "done", "act() runs inside a step of an open episode"
         outcome = session.search(argument) if name == "search" else session.click(argument)
-        self._outcome = outcome
+        if not outcome.valid:
+            turn.count_error("invalid_action")
         if outcome.bought:
             assert session.product is not None
             context = self._reward_context(None)
@@ -256,15 +235,16 @@ class WebShopEnv(ToolEnv):
                 price=self.catalog.price(session.product),
                 nouns=self.nouns,
             )
-            self._purchase = await self.reward.compute(context)
-            session.score = self._purchase.score
+            result = await self.reward.compute(context)
+            session.score = result.score
+            turn.end_episode(result)
         page = session.render(self.observation_mode)
         if not outcome.valid:
             return f"Invalid action: {outcome.message} Nothing happened.\n{page}"
         return page
 
-    def _format_observation(self, results: list[Any], parse_errors: Sequence[Any], n_calls: int) -> str:
-        if self._outcome is not None:  # search or click ran: its output is the page
+    def _format_observation(self, results: list[ToolResult], parse_errors: Sequence[Any], n_calls: int) -> str:
+        if any(item.error is None for item in results):  # search or click ran: its output is the page
             return super()._format_observation(results, parse_errors, n_calls)
         assert self.session is not None
         if results or parse_errors:
