@@ -28,6 +28,17 @@ from typing import Any
 _SENTINELS = ("AGENTFLYSENTINELA", "AGENTFLYSENTINELB", "AGENTFLYSENTINELC", "AGENTFLYSENTINELD")
 
 
+def first_messages(system_prompt: str | None, observation: str) -> list[dict[str, str]]:
+    """The messages every episode opens with: the env's system prompt (when it has one), then its first
+    observation as the user's message. The one rule for the trainer, the prompt export and served eval.
+
+    Example:
+        >>> [m["role"] for m in first_messages("Be brief.", "2 + 2?")], first_messages(None, "2 + 2?")
+        (['system', 'user'], [{'role': 'user', 'content': '2 + 2?'}])
+    """
+    return ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [{"role": "user", "content": observation}]
+
+
 class ChatTemplateError(ValueError):
     """The tokenizer's chat template cannot be split into per-message pieces for this role."""
 
@@ -97,8 +108,7 @@ class ChatFormat:
 
     def encode_prompt(self, system: str | None, user: str) -> list[int]:
         """The first prompt: an optional system message, the user message and the model turn's opening."""
-        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
-        return self.encode_messages(messages, add_generation_prompt=True)
+        return self.encode_messages(first_messages(system, user), add_generation_prompt=True)
 
     def encode_messages(self, messages: list[dict[str, str]], *, add_generation_prompt: bool) -> list[int]:
         """Messages as the template renders them; contents cannot produce special tokens."""

@@ -24,6 +24,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentfly_env.types import EpisodeStart
+from agentfly_train.chat import first_messages
 from agentfly_train.config import Config
 
 
@@ -46,9 +48,8 @@ def export_tasks(config: Config, path: str | os.PathLike[str], *, count: int, sp
     try:
         with open(scratch, "w") as handle:
             for seed in range(first_seed, first_seed + count):
-                observation, info = env.reset(seed=seed)
-                system = info.get("system_prompt")
-                messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": observation}]
+                start: EpisodeStart = env.reset(seed=seed)[1]["start"]
+                messages = first_messages(start.system_prompt, start.observation)
                 label = {"env_id": config.env.id, "options": options, "seed": seed}
                 handle.write(json.dumps({"prompt": messages, "label": json.dumps(label)}) + "\n")
         os.replace(scratch, path)

@@ -24,16 +24,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-
 from agentfly_env.aio import run_sync
 from agentfly_env.core import AgentEnv
+from agentfly_env.distributed import EnvHandle, make_env_pool
+from agentfly_env.pool import ResourcePool
 from agentfly_env.recording import TrajectoryWriter
-from agentfly_env.vector import AgentVectorEnv
+from agentfly_train.chat import first_messages
 from agentfly_train.config import Config
 from agentfly_train.generation.openai import OpenAIChatClient
-from agentfly_train.metrics import episode_metrics
-from agentfly_train.rollout import Episode, Turn, record_step
+from agentfly_train.metrics import episode_metrics, sequence_metrics
+from agentfly_train.rollout import Episode, EpisodeStats, reset_episode, step_episode
 
 
 def evaluate(
@@ -55,20 +55,26 @@ def evaluate(
     """
     config.validate(check_env=env_fn is None, check_model=model is None and client is None)
     options = {**config.env.options, **config.env.eval_options}
-    make = env_fn or (lambda: gym.make(config.env.id, **options))
     seeds = list(range(config.eval.episodes))
+    size = min(config.eval.concurrency, len(seeds))
+    envs = make_env_pool(env_fn, size=size) if env_fn is not None else make_env_pool(config.env.id, options, size=size)
     started = time.perf_counter()
     if client is None and config.eval.base_url:
         api_key = os.environ.get(config.eval.api_key_env) if config.eval.api_key_env else None
         client = OpenAIChatClient(
             config.eval.base_url, config.eval.server_model or config.model.path, api_key=api_key, timeout_s=config.eval.timeout_s
         )
-    if client is not None:
-        episodes = run_sync(_served_episodes(config, client, make, seeds))
-        source = f"{client.model} at {client.url}"
-    else:
-        episodes = _local_episodes(config, model, tokenizer, make, seeds)
-        source = config.model.path if model is None else type(model).__name__
+    try:
+        if client is not None:
+            episodes: list[EpisodeStats] = run_sync(_served_episodes(config, client, envs, seeds))
+            source = f"{client.model} at {client.url}"
+            metrics = episode_metrics(episodes)
+        else:
+            local = _local_episodes(config, model, tokenizer, envs, seeds)
+            episodes, metrics = list(local), {**episode_metrics(local), **sequence_metrics(local)}
+            source = config.model.path if model is None else type(model).__name__
+    finally:
+        run_sync(envs.close())
     out = Path(config.out_dir) / "eval"
     out.mkdir(parents=True, exist_ok=True)
     with TrajectoryWriter(out / "trajectories.jsonl", durable=False) as writer:
@@ -80,7 +86,7 @@ def evaluate(
         "env": config.env.id,
         "env_options": options,
         "temperature": config.eval.temperature,
-        **episode_metrics(episodes),
+        **metrics,
         "wall_s": time.perf_counter() - started,
         "trajectories": str(out / "trajectories.jsonl"),
     }
@@ -90,7 +96,7 @@ def evaluate(
 
 
 def _local_episodes(
-    config: Config, model: Any, tokenizer: Any, make: Callable[[], AgentEnv], seeds: list[int]
+    config: Config, model: Any, tokenizer: Any, envs: ResourcePool[EnvHandle], seeds: list[int]
 ) -> list[Episode]:
     from agentfly_train.chat import ChatFormat
     from agentfly_train.generation.hf import TransformersGenerator
@@ -103,51 +109,41 @@ def _local_episodes(
         model = load_causal_lm(path, dtype=config.model.dtype, device=str(pick_device(config.model.device)))
     chat = ChatFormat(tokenizer, config.rollout.observation_role)
     rollout_config = dataclasses.replace(config.rollout, samples_per_prompt=1)
-    envs = AgentVectorEnv([make for _ in range(min(config.eval.concurrency, len(seeds)))])
     rollout = Rollout(
         envs, chat, TransformersGenerator(model, tokenizer), rollout_config,
         params=sampling_params(rollout_config, chat, temperature=config.eval.temperature),
     )
     episodes: list[Episode] = []
-    try:
-        for start in range(0, len(seeds), envs.num_envs):
-            chunk = seeds[start : start + envs.num_envs]
-            result = rollout.run(chunk, sample_seed=config.seed, episode_id_prefix=f"eval-{start}-")
-            for episode in result.episodes:
-                episode.group += start
-            episodes += result.episodes
-    finally:
-        envs.close()
+    for start in range(0, len(seeds), envs.config.size):
+        chunk = seeds[start : start + envs.config.size]
+        result = rollout.run(chunk, sample_seed=config.seed, episode_id_prefix=f"eval-{start}-")
+        for episode in result.episodes:
+            episode.group += start
+        episodes += result.episodes
     return episodes
 
 
 async def _served_episodes(
-    config: Config, client: OpenAIChatClient, make: Callable[[], AgentEnv], seeds: list[int]
-) -> list[Episode]:
-    semaphore = asyncio.Semaphore(config.eval.concurrency)
-
-    async def play(seed: int) -> Episode:
-        async with semaphore:
-            env = make().unwrapped
-            try:
-                return await _play_served(config, client, env, seed)
-            finally:
-                await env.aclose()
+    config: Config, client: OpenAIChatClient, envs: ResourcePool[EnvHandle], seeds: list[int]
+) -> list[EpisodeStats]:
+    async def play(seed: int) -> EpisodeStats:
+        lease = await envs.acquire(timeout=None)
+        episode = EpisodeStats()
+        try:
+            await _play_served(config, client, lease.resource, seed, episode)
+        finally:
+            await lease.release(broken=not episode.done)
+        return episode
 
     return list(await asyncio.gather(*(play(seed) for seed in seeds)))
 
 
-async def _play_served(config: Config, client: OpenAIChatClient, env: AgentEnv, seed: int) -> Episode:
+async def _play_served(config: Config, client: OpenAIChatClient, env: EnvHandle, seed: int, episode: EpisodeStats) -> None:
     """One episode against a server: messages in, text out, observations appended as messages."""
     rollout = config.rollout
-    episode = Episode(group=seed, chain=0, seed=seed)
-    started = time.perf_counter()
-    observation, info = await env.areset(seed=seed)
-    episode.env_seconds += time.perf_counter() - started
-    messages = ([{"role": "system", "content": info["system_prompt"]}] if info.get("system_prompt") else []) + [
-        {"role": "user", "content": observation}
-    ]
-    while len(episode.turns) < rollout.max_turns:
+    start = await reset_episode(env, episode, seed)
+    messages = first_messages(start.system_prompt, start.observation)
+    while episode.model_turns < rollout.max_turns:
         prefill = [{"role": "assistant", "content": rollout.assistant_prefix}] if rollout.assistant_prefix else []
         completion = await client.acomplete(
             messages + prefill,
@@ -159,18 +155,12 @@ async def _play_served(config: Config, client: OpenAIChatClient, env: AgentEnv, 
             extra={"continue_final_message": True, "add_generation_prompt": False} if prefill else None,
         )
         action = rollout.assistant_prefix + completion.text
-        finish = "length" if completion.finish_reason == "length" else "stop"
-        episode.turns.append(Turn(0, 0, finish))
-        started = time.perf_counter()
-        observation, reward, terminated, truncated, info = await env.astep(action)
-        episode.env_seconds += time.perf_counter() - started
-        record_step(episode, reward, terminated, truncated, info)
+        episode.count_turn("length" if completion.finish_reason == "length" else "stop")
+        step = await step_episode(env, episode, action)
         if episode.done:
             break
-        messages += [{"role": "assistant", "content": action}, {"role": rollout.observation_role, "content": observation}]
+        messages += [{"role": "assistant", "content": action}, {"role": rollout.observation_role, "content": step.observation}]
     else:
-        episode.truncated, episode.truncation_reason = True, "max_turns"
-    episode.trajectory = env.trajectory
-    if episode.trajectory is not None:
-        episode.trajectory.episode_id = f"eval-{seed}"
-    return episode
+        episode.truncate("max_turns")
+    assert episode.trajectory is not None
+    episode.trajectory.episode_id = f"eval-{seed}"

@@ -23,15 +23,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentfly_train.rollout import Episode
+from agentfly_train.rollout import Episode, EpisodeStats
 
 
-def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Per-episode means over a batch: reward, success, turns, tool calls, errors, truncations, tokens."""
+def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, float]:
+    """Per-episode means over a batch: reward, success, turns, tool calls, errors, truncations."""
     count = max(len(episodes), 1)
     rewards = [e.reward for e in episodes]
     mean = sum(rewards) / count
-    turns = sum(len(e.turns) for e in episodes)
+    turns = sum(e.model_turns for e in episodes)
     metrics: dict[str, float] = {
         "episodes": len(episodes),
         "reward_mean": mean,
@@ -43,14 +43,21 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
         "parse_errors_per_episode": sum(e.parse_errors for e in episodes) / count,
         "errors_per_episode": sum(e.errors for e in episodes) / count,
         "truncated_rate": sum(e.truncated for e in episodes) / count,
-        "turns_cut_by_budget": sum(t.finish_reason == "length" for e in episodes for t in e.turns) / max(turns, 1),
-        "generated_tokens_per_episode": sum(e.generated_tokens for e in episodes) / count,
-        "sequence_tokens_per_episode": sum(len(e.token_ids) for e in episodes) / count,
+        "turns_cut_by_budget": sum(e.turns_cut for e in episodes) / max(turns, 1),
         "env_latency_ms": 1000 * sum(e.env_seconds for e in episodes) / max(turns + len(episodes), 1),
     }
     for reason, number in Counter(e.truncation_reason for e in episodes if e.truncated).items():
         metrics[f"truncated_{reason}"] = number
     return metrics
+
+
+def sequence_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Per-episode token counts of episodes played as token sequences: generated and in all."""
+    count = max(len(episodes), 1)
+    return {
+        "generated_tokens_per_episode": sum(e.generated_tokens for e in episodes) / count,
+        "sequence_tokens_per_episode": sum(len(e.token_ids) for e in episodes) / count,
+    }
 
 
 class MetricsLogger:

@@ -15,7 +15,13 @@ plays lockstep rounds (generate for all, then step all), the usual synchronous l
 Multi-chain: ``samples_per_prompt`` chains of one task (same env seed, so the same task) run at once and
 come back as consecutive episodes: the group of GRPO and RLOO.
 
+Envs come from an env pool (:func:`~agentfly_env.distributed.make_env_pool`), leased for one episode
+each, in this process or as Ray actors: the same interface every episode driver uses. What an env
+reports is read from its typed records (``info["start"]``, ``info["step"]``), and the episode's
+trajectory is assembled from them, so a remote env records the same trajectory as a local one.
+
 Example:
+    >>> envs = make_env_pool("AgentFly/Math-v0", {"difficulty": 0}, size=8)  # doctest: +SKIP
     >>> rollout = Rollout(envs, chat, generator, RolloutConfig(samples_per_prompt=4))  # doctest: +SKIP
     >>> result = rollout.run(task_seeds=[0, 1], sample_seed=0)  # doctest: +SKIP
     >>> len(result.episodes), result.stats.env_wait_share < 0.05  # doctest: +SKIP
@@ -33,8 +39,9 @@ from typing import Any
 import numpy as np
 
 from agentfly_env.aio import run_sync
-from agentfly_env.types import Trajectory
-from agentfly_env.vector import AgentVectorEnv
+from agentfly_env.distributed import EnvHandle
+from agentfly_env.pool import Lease, ResourcePool
+from agentfly_env.types import EpisodeStart, Step, Trajectory
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import RolloutConfig
 from agentfly_train.generation import Generation, GenerationRequest, Generator, SamplingParams
@@ -57,9 +64,75 @@ class Turn:
     observation_tokens: int = 0
 
 
+@dataclass(kw_only=True)
+class EpisodeStats:
+    """What an episode did, by the env's account: the counters every episode driver keeps alike
+    (the local rollout, evaluation against a server, the OpenRLHF plug-in).
+
+    Attributes:
+        reward: Sum of the env's rewards.
+        success: The env's ``success`` on the last step.
+        terminated: The env ended the episode (solved, failed, answered).
+        truncated: The episode was cut: by the env, the turn limit or the token budget.
+        truncation_reason: ``max_turns``, ``max_tokens`` or the env's reason.
+        model_turns: Turns the model took.
+        turns_cut: Turns the per-turn token budget cut (``finish_reason == "length"``).
+        tool_calls: Tool calls the env parsed over the episode.
+        parse_errors: Malformed tool calls over the episode.
+        errors: All errors the env counted (parse errors, unknown tools, failures, ...).
+        env_seconds: Time spent in ``areset`` and ``astep``.
+        trajectory: The episode as the env recorded it, step by step.
+    """
+
+    reward: float = 0.0
+    success: bool = False
+    terminated: bool = False
+    truncated: bool = False
+    truncation_reason: str | None = None
+    model_turns: int = 0
+    turns_cut: int = 0
+    tool_calls: int = 0
+    parse_errors: int = 0
+    errors: int = 0
+    env_seconds: float = 0.0
+    trajectory: Trajectory | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+    def count_turn(self, finish_reason: str) -> None:
+        """Count a model turn and how it ended."""
+        self.model_turns += 1
+        self.turns_cut += finish_reason == "length"
+
+    def start(self, start: EpisodeStart) -> None:
+        """Begin the episode's trajectory from the env's reset record."""
+        self.trajectory = Trajectory.begin(start)
+
+    def record(self, step: Step, seconds: float = 0.0) -> None:
+        """Add an env step: its reward, tool calls, errors, success and end flags (and to the trajectory)."""
+        self.reward += step.reward
+        self.tool_calls += len(step.tool_calls)
+        self.parse_errors += step.errors.get("parse_error", 0)
+        self.errors += sum(step.errors.values())
+        self.success = step.success
+        self.env_seconds += seconds
+        if self.trajectory is not None:
+            self.trajectory.steps.append(step)
+            self.trajectory.latency_s.append(seconds)
+        if step.terminated or step.truncated:
+            self.terminated, self.truncated = step.terminated, step.truncated and not step.terminated
+            self.truncation_reason = step.truncation_reason if self.truncated else None
+
+    def truncate(self, reason: str) -> None:
+        """Cut the episode for the driver's own reason (a token or turn budget)."""
+        self.truncated, self.truncation_reason = True, reason
+
+
 @dataclass
-class Episode:
-    """One played episode, as tokens and as the env recorded it.
+class Episode(EpisodeStats):
+    """One played episode: its statistics plus its token sequence.
 
     Attributes:
         group: Index of its task in the rollout batch.
@@ -69,17 +142,7 @@ class Episode:
         action_mask: 1 for each token the model generated, 0 for the rest.
         logprobs: The generator's log-prob of each generated token; 0.0 elsewhere.
         prompt_length: Tokens in the first prompt.
-        turns: The model turns.
-        reward: Sum of the env's rewards.
-        success: The env's ``success`` on the last step.
-        terminated: The env ended the episode (solved, failed, answered).
-        truncated: The episode was cut: by the env, the turn limit or the token budget.
-        truncation_reason: ``max_turns``, ``max_tokens`` or the env's reason.
-        tool_calls: Tool calls the env parsed over the episode.
-        parse_errors: Malformed tool calls over the episode.
-        errors: All errors the env counted (parse errors, unknown tools, failures, ...).
-        env_seconds: Time spent in ``areset`` and ``astep``.
-        trajectory: The env's own record of the episode.
+        turns: The model turns' places in the sequence.
     """
 
     group: int
@@ -90,20 +153,6 @@ class Episode:
     logprobs: list[float] = field(default_factory=list)
     prompt_length: int = 0
     turns: list[Turn] = field(default_factory=list)
-    reward: float = 0.0
-    success: bool = False
-    terminated: bool = False
-    truncated: bool = False
-    truncation_reason: str | None = None
-    tool_calls: int = 0
-    parse_errors: int = 0
-    errors: int = 0
-    env_seconds: float = 0.0
-    trajectory: Trajectory | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.terminated or self.truncated
 
     @property
     def generated_tokens(self) -> int:
@@ -126,7 +175,7 @@ class RolloutStats:
         env_s: Time spent in env calls, summed over episodes (they overlap, so it can exceed the wall).
         generated_tokens: Tokens sampled.
         batches: Generation batches.
-        pool_leases_peak: Most resource-pool leases the envs held at once (sampled at each batch).
+        pool_leases_peak: Most envs leased from the env pool at once (sampled at each batch).
     """
 
     wall_s: float = 0.0
@@ -136,11 +185,11 @@ class RolloutStats:
     batches: int = 0
     pool_leases_peak: int = 0
 
-    def count_batch(self, envs: AgentVectorEnv, seconds: float) -> None:
-        """Record one generation batch and the pool leases held while it ran."""
+    def count_batch(self, envs: ResourcePool[Any], seconds: float) -> None:
+        """Record one generation batch and the env leases held while it ran."""
         self.batches += 1
         self.generate_s += seconds
-        self.pool_leases_peak = max(self.pool_leases_peak, pool_leases_in_use(envs))
+        self.pool_leases_peak = max(self.pool_leases_peak, envs.stats().in_use)
 
     @property
     def env_wait_s(self) -> float:
@@ -177,23 +226,23 @@ class RolloutResult:
     stats: RolloutStats
 
 
-def record_step(episode: Episode, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]) -> None:
-    """Add an env step's reward, tool calls, errors, success and end flags to the episode."""
-    episode.reward += float(reward)
-    episode.tool_calls += len(info.get("tool_calls", ()))
-    errors = info.get("errors") or {}
-    episode.parse_errors += int(errors.get("parse_error", 0))
-    episode.errors += int(sum(errors.values()))
-    episode.success = bool(info.get("success", False))
-    if terminated or truncated:
-        episode.terminated, episode.truncated = bool(terminated), bool(truncated) and not terminated
-        episode.truncation_reason = info.get("truncation_reason") if episode.truncated else None
+async def reset_episode(env: EnvHandle, stats: EpisodeStats, seed: int | None) -> EpisodeStart:
+    """Start an episode on a leased env; its opening record begins ``stats.trajectory``."""
+    started = time.perf_counter()
+    _, info = await env.areset(seed=seed)
+    stats.env_seconds += time.perf_counter() - started
+    start: EpisodeStart = info["start"]
+    stats.start(start)
+    return start
 
 
-def pool_leases_in_use(envs: AgentVectorEnv) -> int:
-    """Leases held right now across the pools of the envs' resource managers."""
-    managers = {id(m): m for m in (getattr(env, "resources", None) for env in envs.envs) if m is not None}
-    return sum(stats.in_use for manager in managers.values() for stats in manager.stats().values())
+async def step_episode(env: EnvHandle, stats: EpisodeStats, action: str) -> Step:
+    """Play one model turn on a leased env and record what the env says about it."""
+    started = time.perf_counter()
+    *_, info = await env.astep(action)
+    step: Step = info["step"]
+    stats.record(step, time.perf_counter() - started)
+    return step
 
 
 def sampling_params(config: RolloutConfig, chat: ChatFormat, *, temperature: float | None = None) -> SamplingParams:
@@ -212,20 +261,23 @@ class Rollout:
     """Plays batches of episodes with a generator.
 
     Args:
-        envs: The envs; one per episode of a batch (``prompts x samples_per_prompt`` at most).
+        envs: The env pool; each episode leases one env (``prompts x samples_per_prompt`` at most at once).
         chat: The chat template's token pieces.
         generator: Continues token contexts (the policy).
         config: Budgets, sampling and scheduling.
         params: Sampling parameters (default: from ``config``).
+        lease_timeout_s: How long an episode waits for an env.
     """
 
     def __init__(
         self,
-        envs: AgentVectorEnv,
+        envs: ResourcePool[EnvHandle],
         chat: ChatFormat,
         generator: Generator,
         config: RolloutConfig,
         params: SamplingParams | None = None,
+        *,
+        lease_timeout_s: float | None = 600.0,
     ) -> None:
         self.envs = envs
         self.chat = chat
@@ -233,6 +285,7 @@ class Rollout:
         self.generator = generator
         self.config = config
         self.params = params or sampling_params(config, chat)
+        self.lease_timeout_s = lease_timeout_s
         self.prefix_ids = chat.content_ids(config.assistant_prefix) if config.assistant_prefix else []
 
     def run(self, task_seeds: Sequence[int], sample_seed: int, *, episode_id_prefix: str = "") -> RolloutResult:
@@ -249,30 +302,32 @@ class Rollout:
         """
         n = self.config.samples_per_prompt
         episodes = [Episode(group=g, chain=c, seed=int(seed)) for g, seed in enumerate(task_seeds) for c in range(n)]
-        if len(episodes) > self.envs.num_envs:
-            raise ValueError(f"{len(episodes)} episodes need as many envs; the vector env has {self.envs.num_envs}")
+        if len(episodes) > self.envs.config.size:
+            raise ValueError(f"{len(episodes)} episodes need as many envs; the env pool holds {self.envs.config.size}")
         stats = RolloutStats()
         started = time.perf_counter()
-        if self.config.overlap:
-            await _OverlappedRun(self, episodes, sample_seed, stats).run()
-        else:
-            await self._lockstep(episodes, sample_seed, stats)
+        leases = await asyncio.gather(*(self.envs.acquire(timeout=self.lease_timeout_s) for _ in episodes))
+        try:
+            if self.config.overlap:
+                await _OverlappedRun(self, episodes, leases, sample_seed, stats).run()
+            else:
+                await self._lockstep(episodes, leases, sample_seed, stats)
+        finally:
+            # An env left mid-episode (an error, a cancel) may be in any state: the pool replaces it.
+            await asyncio.gather(*(lease.release(broken=not e.done) for lease, e in zip(leases, episodes, strict=True)))
         stats.wall_s = time.perf_counter() - started
         stats.generated_tokens = sum(e.generated_tokens for e in episodes)
-        for index, episode in enumerate(episodes):
-            trajectory = self.envs.envs[index].trajectory
-            if trajectory is not None:
-                trajectory.episode_id = f"{episode_id_prefix}{episode.group}-{episode.chain}"
-            episode.trajectory = trajectory
+        stats.env_s = sum(e.env_seconds for e in episodes)
+        for episode in episodes:
+            if episode.trajectory is not None:
+                episode.trajectory.episode_id = f"{episode_id_prefix}{episode.group}-{episode.chain}"
         return RolloutResult(episodes=episodes, stats=stats)
 
     # ----------------------------------------------------------------- one episode's steps
 
-    async def _reset(self, index: int, episode: Episode) -> None:
-        started = time.perf_counter()
-        observations, infos = await self.envs.areset(seed=[episode.seed], indices=[index])
-        episode.env_seconds += time.perf_counter() - started
-        prompt = self.chat.encode_prompt(infos[0].get("system_prompt"), observations[0]) + self.prefix_ids
+    async def _reset(self, env: EnvHandle, episode: Episode) -> None:
+        start = await reset_episode(env, episode, episode.seed)
+        prompt = self.chat.encode_prompt(start.system_prompt, start.observation) + self.prefix_ids
         episode.append(prompt, generated=False)
         episode.prompt_length = len(prompt)
 
@@ -280,7 +335,7 @@ class Rollout:
         """The next generation request, or None (and the episode truncated) when no budget is left."""
         room = self.config.max_episode_tokens - len(episode.token_ids)
         if room <= 0:
-            episode.truncated, episode.truncation_reason = True, "max_tokens"
+            episode.truncate("max_tokens")
             return None
         seed = np.random.SeedSequence([sample_seed, episode.group, episode.chain, len(episode.turns)])
         return GenerationRequest(list(episode.token_ids), room, int(seed.generate_state(1, np.uint64)[0] >> 1))
@@ -290,39 +345,31 @@ class Rollout:
         start = len(episode.token_ids)
         episode.append(generation.token_ids, generated=True, logprobs=generation.logprobs)
         episode.turns.append(Turn(start, len(episode.token_ids), generation.finish_reason))
+        episode.count_turn(generation.finish_reason)
         return self.config.assistant_prefix + self.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
 
-    def _take_step(
-        self, episode: Episode, generation: Generation, observation: str, reward: float,
-        terminated: bool, truncated: bool, info: dict[str, Any],
-    ) -> None:
-        """Record an env step; append the observation turn when the episode goes on."""
-        record_step(episode, reward, terminated, truncated, info)
+    async def _step(self, env: EnvHandle, episode: Episode, generation: Generation, action: str) -> None:
+        """Play a turn; append the observation turn when the episode goes on."""
+        step = await step_episode(env, episode, action)
         if episode.done:
             return
         if len(episode.turns) >= self.config.max_turns:
-            episode.truncated, episode.truncation_reason = True, "max_turns"
+            episode.truncate("max_turns")
             return
-        continuation = self.chat.encode_observation(observation, generation.token_ids) + self.prefix_ids
+        continuation = self.chat.encode_observation(step.observation, generation.token_ids) + self.prefix_ids
         if len(episode.token_ids) + len(continuation) >= self.config.max_episode_tokens:
-            episode.truncated, episode.truncation_reason = True, "max_tokens"
+            episode.truncate("max_tokens")
             return
         episode.append(continuation, generated=False)
         episode.turns[-1].observation_tokens = len(continuation)
 
-    async def _step(self, index: int, episode: Episode, generation: Generation, action: str) -> None:
-        started = time.perf_counter()
-        result = await self.envs.astep({index: action})
-        episode.env_seconds += time.perf_counter() - started
-        self._take_step(
-            episode, generation, result.observations[0], float(result.rewards[0]),
-            bool(result.terminated[0]), bool(result.truncated[0]), result.infos[0],
-        )
-
     # ----------------------------------------------------------------- lockstep rounds
 
-    async def _lockstep(self, episodes: list[Episode], sample_seed: int, stats: RolloutStats) -> None:
-        await asyncio.gather(*(self._reset(i, e) for i, e in enumerate(episodes)))
+    async def _lockstep(
+        self, episodes: list[Episode], leases: list[Lease[EnvHandle]], sample_seed: int, stats: RolloutStats
+    ) -> None:
+        envs = [lease.resource for lease in leases]
+        await asyncio.gather(*(self._reset(env, e) for env, e in zip(envs, episodes, strict=True)))
         active = list(range(len(episodes)))
         while active:
             requests = {i: self._request(episodes[i], sample_seed) for i in active}
@@ -336,18 +383,21 @@ class Rollout:
             stats.count_batch(self.envs, time.perf_counter() - started)
             actions = {i: self._take_generation(episodes[i], g) for i, g in zip(active, generations, strict=True)}
             await asyncio.gather(
-                *(self._step(i, episodes[i], g, actions[i]) for i, g in zip(active, generations, strict=True))
+                *(self._step(envs[i], episodes[i], g, actions[i]) for i, g in zip(active, generations, strict=True))
             )
             active = [i for i in active if not episodes[i].done]
-        stats.env_s = sum(e.env_seconds for e in episodes)
 
 
 class _OverlappedRun:
     """One overlapped rollout: a coroutine per episode and a server that batches generation."""
 
-    def __init__(self, rollout: Rollout, episodes: list[Episode], sample_seed: int, stats: RolloutStats) -> None:
+    def __init__(
+        self, rollout: Rollout, episodes: list[Episode], leases: list[Lease[EnvHandle]], sample_seed: int,
+        stats: RolloutStats,
+    ) -> None:
         self.rollout = rollout
         self.episodes = episodes
+        self.envs = [lease.resource for lease in leases]
         self.sample_seed = sample_seed
         self.stats = stats
         self.live = len(episodes)
@@ -358,17 +408,16 @@ class _OverlappedRun:
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._serve())
-                for index, episode in enumerate(self.episodes):
-                    group.create_task(self._episode(index, episode))
+                for env, episode in zip(self.envs, self.episodes, strict=True):
+                    group.create_task(self._episode(env, episode))
         except BaseExceptionGroup as errors:  # surface the failure itself, not the group around it
             first = next((e for e in errors.exceptions if not isinstance(e, asyncio.CancelledError)), errors.exceptions[0])
             raise first from None
-        self.stats.env_s = sum(e.env_seconds for e in self.episodes)
 
-    async def _episode(self, index: int, episode: Episode) -> None:
+    async def _episode(self, env: EnvHandle, episode: Episode) -> None:
         rollout = self.rollout
         try:
-            await rollout._reset(index, episode)
+            await rollout._reset(env, episode)
             while not episode.done:
                 request = rollout._request(episode, self.sample_seed)
                 if request is None:
@@ -378,11 +427,10 @@ class _OverlappedRun:
                 self.changed.set()
                 generation = await future
                 action = rollout._take_generation(episode, generation)
-                await rollout._step(index, episode, generation, action)
+                await rollout._step(env, episode, generation, action)
         finally:
             self.live -= 1
             self.changed.set()
-
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
         config = self.rollout.config

@@ -18,7 +18,7 @@ import torch
 
 from agentfly_env import ListTasks, ToolEnv, reward, tool
 from agentfly_env.core import AgentEnv, Transition
-from agentfly_env.vector import AgentVectorEnv
+from agentfly_env.distributed import make_env_pool
 from agentfly_train.chat import ChatFormat, ChatTemplateError
 from agentfly_train.config import RolloutConfig
 from agentfly_train.generation import Generation, GenerationRequest, SamplingParams
@@ -139,7 +139,7 @@ def test_scripted_episode_is_exactly_prompt_plus_turns(tokenizer):
     chat = ChatFormat(tokenizer)
     turns = scripted_turns(tokenizer)
     assert ids(tokenizer, tokenizer.decode(turns[1][0])) != turns[1][0]
-    envs = AgentVectorEnv([echo_env for _ in range(2)])
+    envs = make_env_pool(echo_env, size=2)
     config = RolloutConfig(samples_per_prompt=2, max_turns=5, max_new_tokens=200, max_episode_tokens=2000)
     rollout = Rollout(envs, chat, ScriptedGenerator(turns, opening(tokenizer)), config)
     for overlap in (True, False):
@@ -151,7 +151,7 @@ def test_scripted_episode_is_exactly_prompt_plus_turns(tokenizer):
             assert observations[:2] == [WEIRD, "x  "]
 
             # 1. the sequence is the prompt, then each turn's generated ids, then each observation turn
-            expected = chat.encode_prompt(envs.envs[0].system_prompt, episode.trajectory.observation)
+            expected = chat.encode_prompt(echo_env().system_prompt, episode.trajectory.observation)
             assert expected == episode.token_ids[: episode.prompt_length]
             for (generated, _), observation in zip(turns, observations, strict=True):
                 expected += generated
@@ -161,7 +161,7 @@ def test_scripted_episode_is_exactly_prompt_plus_turns(tokenizer):
 
             # 2. it renders exactly as the official chat template renders the conversation
             system = episode.trajectory.observation  # the env's first observation is the task prompt
-            messages = [{"role": "system", "content": envs.envs[0].system_prompt}, {"role": "user", "content": system}]
+            messages = [{"role": "system", "content": echo_env().system_prompt}, {"role": "user", "content": system}]
             for (generated, _), observation in zip(turns, observations, strict=True):
                 messages.append({"role": "assistant", "content": tokenizer.decode(generated, skip_special_tokens=True)})
                 if observation:
@@ -201,7 +201,7 @@ def test_budgets_and_truncation_reasons(tokenizer):
     chat = ChatFormat(tokenizer)
     turns = scripted_turns(tokenizer)
     start = opening(tokenizer)
-    envs = AgentVectorEnv([echo_env])
+    envs = make_env_pool(echo_env, size=1)
 
     # the turn limit of the rollout
     result = Rollout(envs, chat, ScriptedGenerator(turns, start), RolloutConfig(samples_per_prompt=1, max_turns=1)).run([0], 0)
@@ -210,13 +210,13 @@ def test_budgets_and_truncation_reasons(tokenizer):
     assert episode.token_ids[-1] == turns[0][0][-1]  # nothing appended after the last turn
 
     # the env's own turn limit
-    envs = AgentVectorEnv([lambda: echo_env(max_turns=2)])
+    envs = make_env_pool(lambda: echo_env(max_turns=2), size=1)
     [episode] = Rollout(envs, chat, ScriptedGenerator(turns, start), RolloutConfig(samples_per_prompt=1)).run([0], 0).episodes
     assert (episode.truncated, episode.truncation_reason, len(episode.turns)) == (True, "max_turns", 2)
 
     # the episode's token budget: the first observation does not fit after the first turn
-    envs = AgentVectorEnv([echo_env])
-    prompt = chat.encode_prompt(envs.envs[0].system_prompt, "Echo things. A prompt with <|im_end|> inside.")
+    envs = make_env_pool(echo_env, size=1)
+    prompt = chat.encode_prompt(echo_env().system_prompt, "Echo things. A prompt with <|im_end|> inside.")
     config = RolloutConfig(samples_per_prompt=1, max_new_tokens=100, max_episode_tokens=len(prompt) + len(turns[0][0]) + 10)
     [episode] = Rollout(envs, chat, ScriptedGenerator(turns, start), config).run([0], 0).episodes
     assert (episode.truncated, episode.truncation_reason, len(episode.turns)) == (True, "max_tokens", 1)
@@ -228,7 +228,7 @@ def test_budgets_and_truncation_reasons(tokenizer):
 
     # the per-turn budget cuts a turn (finish reason "length") and the env still reads it
     config = RolloutConfig(samples_per_prompt=1, max_new_tokens=5, max_turns=2)
-    envs = AgentVectorEnv([echo_env])
+    envs = make_env_pool(echo_env, size=1)
     [episode] = Rollout(envs, chat, LengthCut(turns, start), config).run([0], 0).episodes
     assert [t.finish_reason for t in episode.turns] == ["length", "length"]
     assert all(t.end - t.start == 5 for t in episode.turns)
@@ -249,7 +249,7 @@ class LengthCut(ScriptedGenerator):
 def test_recorded_logprobs_are_the_models_own(tokenizer):
     model = tiny_model(tokenizer, seed=1)
     chat = ChatFormat(tokenizer)
-    envs = AgentVectorEnv([echo_env for _ in range(6)])
+    envs = make_env_pool(echo_env, size=6)
     config = RolloutConfig(samples_per_prompt=3, max_turns=3, max_new_tokens=6, max_episode_tokens=1000, temperature=0.8)
     rollout = Rollout(envs, chat, TransformersGenerator(model, tokenizer), config)
     result = rollout.run([0, 1], sample_seed=4)
@@ -318,7 +318,7 @@ class SlowEnv(AgentEnv):
 
 def test_overlapped_scheduler_batches_waiting_episodes(tokenizer):
     model = tiny_model(tokenizer, seed=4)
-    envs = AgentVectorEnv([SlowEnv for _ in range(8)])
+    envs = make_env_pool(SlowEnv, size=8)
     config = RolloutConfig(samples_per_prompt=2, max_new_tokens=3, max_batch_size=6, batch_wait_s=0.01)
     rollout = Rollout(envs, ChatFormat(tokenizer), TransformersGenerator(model, tokenizer), config)
     result = rollout.run([1, 2, 3, 4], sample_seed=0)
@@ -329,6 +329,6 @@ def test_overlapped_scheduler_batches_waiting_episodes(tokenizer):
 
 
 def test_too_many_episodes_for_the_envs_is_an_error(tokenizer):
-    rollout = Rollout(AgentVectorEnv([SlowEnv]), ChatFormat(tokenizer), ScriptedGenerator([], []), RolloutConfig(samples_per_prompt=2))
+    rollout = Rollout(make_env_pool(SlowEnv, size=1), ChatFormat(tokenizer), ScriptedGenerator([], []), RolloutConfig(samples_per_prompt=2))
     with pytest.raises(ValueError, match="2 episodes need as many envs"):
         rollout.run([0], 0)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import gymnasium as gym
@@ -66,14 +66,11 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> AgentE
         >>> make_env("AgentFly/Math-v0", {"difficulty": 0}).env_id
         'AgentFly/Math-v0'
     """
-    env = gym.make(env_id, **dict(env_kwargs or {})).unwrapped
-    if not isinstance(env, AgentEnv):
-        raise TypeError(f"{env_id} is a {type(env).__name__}, not an AgentEnv: it has no areset/astep to pool")
-    return env
+    return _built(functools.partial(gym.make, env_id, **dict(env_kwargs or {})), env_id)
 
 
 def make_env_pool(
-    env_id: str,
+    env_id: str | Callable[[], gym.Env],
     env_kwargs: Mapping[str, Any] | None = None,
     *,
     backend: Literal["local", "ray"] = "local",
@@ -84,7 +81,8 @@ def make_env_pool(
     """A pool of ``size`` envs, each leased for one episode at a time.
 
     Args:
-        env_id: A registered id, e.g. ``"AgentFly/Math-v0"``.
+        env_id: A registered id, e.g. ``"AgentFly/Math-v0"``; or, for ``backend="local"``, a callable
+            that builds one env (``env_kwargs`` then stays empty).
         env_kwargs: Passed to ``gym.make`` (in each Ray actor for ``backend="ray"``, so picklable).
         backend: ``"local"``: envs in this process. ``"ray"``: one env per async Ray actor, spread over
             the cluster (Ray must be installed; a process that has not called ``ray.init`` gets Ray's
@@ -100,15 +98,22 @@ def make_env_pool(
         gymnasium.error.Error: ``env_id`` is not registered.
         ImportError: ``backend="ray"`` without Ray installed.
     """
-    gym.spec(env_id)  # an unknown id fails here, not in every create
     config = PoolConfig.from_dict({"size": size, **pool_options})
     kwargs = dict(env_kwargs or {})
+    if callable(env_id):
+        if backend != "local" or kwargs:
+            raise ValueError("an env factory makes local envs by itself: no backend='ray', no env_kwargs")
+        factory, env_id = env_id, getattr(env_id, "__name__", type(env_id).__name__)
+        make = functools.partial(_built, factory, env_id)
+    else:
+        gym.spec(env_id)  # an unknown id fails here, not in every create
+        make = functools.partial(make_env, env_id, kwargs)
     spec: ResourceSpec[Any]
     if backend == "local":
         if ray_options is not None:
             raise ValueError("ray_options only apply to backend='ray'")
         # gym.make can load data (task sets, indexes): build envs off the event loop.
-        spec = ResourceSpec(create=functools.partial(make_env, env_id, kwargs), destroy=_close_env, blocking=True)
+        spec = ResourceSpec(create=make, destroy=_close_env, blocking=True)
     elif backend == "ray":
         # Imported here: ray_actors builds on this module.
         from agentfly_env.distributed.ray_actors import RayEnvOptions, ray_env_spec
@@ -121,6 +126,14 @@ def make_env_pool(
     else:
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     return ResourcePool(spec, config, name=f"{backend}:{env_id}")
+
+
+def _built(factory: Callable[[], gym.Env], name: str) -> AgentEnv:
+    """The env ``factory`` makes, unwrapped; an env without the async API is refused."""
+    env = factory().unwrapped
+    if not isinstance(env, AgentEnv):
+        raise TypeError(f"{name} is a {type(env).__name__}, not an AgentEnv: it has no areset/astep to pool")
+    return env
 
 
 async def _close_env(env: AgentEnv) -> None:

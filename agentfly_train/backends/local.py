@@ -29,19 +29,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
+from agentfly_env.aio import run_sync
 from agentfly_env.core import AgentEnv
+from agentfly_env.distributed import make_env_pool
 from agentfly_env.recording import TrajectoryWriter
-from agentfly_env.vector import AgentVectorEnv
 from agentfly_train import algorithms
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config
 from agentfly_train.generation.hf import TransformersGenerator
-from agentfly_train.metrics import MetricsLogger, episode_metrics, plot_reward_curve, read_metrics
+from agentfly_train.metrics import MetricsLogger, episode_metrics, plot_reward_curve, read_metrics, sequence_metrics
 from agentfly_train.models import load_causal_lm, load_tokenizer, pick_device, resolve_model_path
 from agentfly_train.rollout import Episode, Rollout
 
@@ -189,8 +189,10 @@ class LocalTrainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda n: min(1.0, (n + 1) / warmup) if warmup else 1.0)
 
         self.chat = ChatFormat(tokenizer, config.rollout.observation_role)
-        make = env_fn or (lambda: gym.make(config.env.id, **config.env.options))
-        self.envs = AgentVectorEnv([make for _ in range(config.episodes_per_step)])
+        size = config.episodes_per_step
+        self.envs = (
+            make_env_pool(env_fn, size=size) if env_fn is not None else make_env_pool(config.env.id, config.env.options, size=size)
+        )
         if config.rollout.generator == "vllm":
             from agentfly_train.generation.vllm import VLLMGenerator
 
@@ -222,7 +224,10 @@ class LocalTrainer:
         task_seeds = rng.integers(0, 2**31 - 1, size=config.rollout.prompts_per_step).tolist()
         result = self.rollout.run(task_seeds, step_seed(config.seed, self.step, 1), episode_id_prefix=f"{self.step}-")
         episodes = result.episodes
-        metrics: dict[str, Any] = {**episode_metrics(episodes), **{f"rollout_{k}": v for k, v in result.stats.as_dict().items()}}
+        metrics: dict[str, Any] = {
+            **episode_metrics(episodes), **sequence_metrics(episodes),
+            **{f"rollout_{k}": v for k, v in result.stats.as_dict().items()},
+        }
         if self._trajectories is not None:
             for episode in episodes:
                 if episode.trajectory is not None:
@@ -415,7 +420,7 @@ class LocalTrainer:
         return summary
 
     def close(self) -> None:
-        self.envs.close()
+        run_sync(self.envs.close())
 
     # ----------------------------------------------------------------- checkpoints
 

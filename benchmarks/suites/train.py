@@ -48,7 +48,8 @@ def run(quick: bool) -> dict[str, Any]:
     import torch
 
     import agentfly_env  # noqa: F401 - registers the ids
-    from agentfly_env.vector import AgentVectorEnv
+    from agentfly_env.aio import run_sync
+    from agentfly_env.distributed import make_env_pool
     from agentfly_train.backends.local import LocalTrainer
     from agentfly_train.chat import ChatFormat
     from agentfly_train.config import Config, RolloutConfig, apply_overrides
@@ -72,7 +73,7 @@ def run(quick: bool) -> dict[str, Any]:
         ("Math-v0", lambda: gym.make("AgentFly/Math-v0", **options)),
         (f"Math-v0 + {ENV_LATENCY_S * 1000:.0f} ms per step", lambda: _latency_env(options)),
     ]:
-        envs = AgentVectorEnv([make for _ in range(prompts * chains)])
+        envs = make_env_pool(make, size=prompts * chains)
         rows = {}
         for mode, overlap, batch in [
             ("lockstep", False, prompts * chains),
@@ -85,7 +86,7 @@ def run(quick: bool) -> dict[str, Any]:
             )
             result = Rollout(envs, chat, generator, config).run(list(range(prompts)), sample_seed=0)
             rows[mode] = {**result.stats.as_dict(), "episodes": len(result.episodes)}
-        envs.close()
+        run_sync(envs.close())
         results["rollout"][env_name] = rows
 
     config = Config.load("quickstart")

@@ -58,7 +58,6 @@ import contextvars
 import json
 import logging
 import os
-import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,7 +71,7 @@ from agentfly_env.pool import Lease, ResourcePool
 from agentfly_env.tools import ResourceBrokenError
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import ENV_POOLS
-from agentfly_train.rollout import Episode, record_step
+from agentfly_train.rollout import EpisodeStats, reset_episode, step_episode
 
 logger = logging.getLogger("agentfly.openrlhf")
 
@@ -216,8 +215,7 @@ class AgentInstance(AgentInstanceBase):
                 "point --train.agent_func_path at agentfly_train/backends/openrlhf/agent.py"
             ) from None
         # The same bookkeeping the local rollout keeps (rewards, tool calls, errors, success, end flags).
-        self._played = Episode(group=0, chain=0, seed=0)
-        self._turns = 0
+        self._played = EpisodeStats()
         self._failed = False
 
     async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -225,14 +223,12 @@ class AgentInstance(AgentInstanceBase):
         episode = self._episode
         label = EpisodeLabel.parse(states["label"])
         episode.lease = await env_pool(label, episode.settings).acquire(timeout=episode.settings.lease_timeout_s)
-        started = time.perf_counter()
         try:
-            observation, _ = await episode.lease.resource.areset(seed=label.seed)
+            start = await reset_episode(episode.lease.resource, self._played, label.seed)
         except BaseException as error:
             await episode.release(broken=isinstance(error, ResourceBrokenError))
             raise
-        self._played.env_seconds += time.perf_counter() - started
-        if observation not in states["observation"]:
+        if start.observation not in states["observation"]:
             logger.warning(
                 "the prompt does not contain %s's first observation for seed %s: the prompt file was written by "
                 "another version of the env or with other options; the episode plays the env's task",
@@ -246,10 +242,9 @@ class AgentInstance(AgentInstanceBase):
         if episode.lease is None:
             raise RuntimeError("step() after the episode ended (or before reset())")
         action = episode.chat.strip_end_of_turn(states["action_text"])
-        self._turns += 1
-        started = time.perf_counter()
+        self._played.count_turn("stop")
         try:
-            observation, reward, terminated, truncated, info = await episode.lease.resource.astep(action)
+            step = await step_episode(episode.lease.resource, self._played, action)
         except ResourceBrokenError as error:
             # The env's backend died (a killed actor, a crashed engine): the pool replaces it, the
             # episode ends as failed with no reward rather than taking the rollout down.
@@ -257,19 +252,16 @@ class AgentInstance(AgentInstanceBase):
             await episode.release(broken=True)
             self._failed = True
             return self._result(0.0, "", done=True)
-        finally:
-            self._played.env_seconds += time.perf_counter() - started
-        record_step(self._played, reward, terminated, truncated, info)
         if self._played.done:
             await episode.release()
-            return self._result(float(reward), "", done=True)
-        feedback = episode.chat.observation_text(observation, episode.generated)
+            return self._result(step.reward, "", done=True)
+        feedback = episode.chat.observation_text(step.observation, episode.generated)
         room = states["sampling_params"].max_tokens - len(episode.generated) - len(episode.chat.template_ids(feedback))
         if room < episode.settings.min_turn_tokens:
-            self._played.truncated, self._played.truncation_reason = True, "context"
+            self._played.truncate("context")
             await episode.release()
-            return self._result(float(reward), "", done=True)
-        return self._result(float(reward), feedback, done=False)
+            return self._result(step.reward, "", done=True)
+        return self._result(step.reward, feedback, done=False)
 
     def _result(self, reward: float, feedback: str, *, done: bool) -> dict[str, Any]:
         played = self._played
@@ -279,7 +271,7 @@ class AgentInstance(AgentInstanceBase):
             "environment_feedback": feedback,
             "done": done,
             "extra_logs": {
-                "turns": float(self._turns),
+                "turns": float(played.model_turns),
                 "tool_calls": float(played.tool_calls),
                 "parse_errors": float(played.parse_errors),
                 "errors": float(played.errors),
