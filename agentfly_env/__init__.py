@@ -1,6 +1,8 @@
 """AgentFly-Gym: multi-turn text Gymnasium environments for training LLM agents.
 
-Importing the package registers every ``AgentFly/*`` id with Gymnasium::
+Importing the package registers the ``AgentFly/*`` ids of every installed env suite with Gymnasium
+(suites announce themselves in the ``agentfly.envs`` entry-point group; see
+:mod:`agentfly_env.registration`)::
 
     import gymnasium as gym
     import agentfly_env

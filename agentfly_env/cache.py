@@ -7,7 +7,10 @@ One interface (:class:`Cache`), three backends:
   processes of one machine.
 * :class:`RedisCache` - shared by many processes and machines. When Redis cannot be reached (at
   start or mid-run) it warns once with :class:`CacheFallbackWarning` and serves from an embedded
-  fallback cache, so a cache outage never raises into an episode.
+  fallback cache, so a cache outage never raises into an episode. The Redis client is the ``cache``
+  extra (``pip install 'agentfly-gym[cache]'``), imported only when a Redis cache is built; without
+  it, building one raises :class:`~agentfly_env.extras.MissingExtraError` naming the extra (a
+  missing package is a setup error, not an outage: it does not fall back).
 
 Keys come from :func:`cache_key`, which is stable across processes and Python runs; values are
 bytes (callers encode with msgspec). :func:`make_cache` builds a cache from a spec string such as
@@ -46,13 +49,15 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
-import redis.asyncio
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+
+from agentfly_env.extras import requires_extra
+
+if TYPE_CHECKING:
+    import redis.asyncio
 
 __all__ = [
     "Cache",
@@ -415,10 +420,14 @@ class SQLiteCache(Cache):
             self._conn = None
 
 
-# Failures that mean "Redis is not usable right now". RedisError covers connection and timeout
-# errors as well as server-side refusals (OOM, READONLY); OSError covers raw socket errors,
-# including the built-in TimeoutError.
-_REDIS_FAILURES = (RedisError, OSError)
+def _import_redis() -> ModuleType:
+    """The Redis client (the ``cache`` extra), imported on first use so the core imports without it."""
+    with requires_extra("cache", "redis", feature="A Redis cache (redis:// or rediss://)"):
+        import redis.asyncio
+        import redis.asyncio.retry
+        import redis.backoff
+        import redis.exceptions
+    return redis
 
 
 class RedisCache(Cache):
@@ -444,6 +453,9 @@ class RedisCache(Cache):
         socket_timeout_s: Limit for connecting, for each command, and for waiting for a free
             pooled connection; a call exceeding it counts as a Redis failure.
         retry_after_s: Seconds between probes of a failed Redis; None never goes back to Redis.
+
+    Raises:
+        MissingExtraError: When the ``redis`` package (the ``cache`` extra) is not installed.
     """
 
     def __init__(
@@ -456,7 +468,12 @@ class RedisCache(Cache):
         socket_timeout_s: float = 0.5,
         retry_after_s: float | None = 30.0,
     ) -> None:
+        redis = _import_redis()
         super().__init__("redis")
+        # Failures that mean "Redis is not usable right now". RedisError covers connection and timeout
+        # errors as well as server-side refusals (OOM, READONLY); OSError covers raw socket errors,
+        # including the built-in TimeoutError.
+        self._failures: tuple[type[BaseException], ...] = (redis.exceptions.RedisError, OSError)
         self.url = url
         self._prefix = prefix
         self._fallback = fallback if fallback is not None else MemoryCache()
@@ -469,9 +486,9 @@ class RedisCache(Cache):
             timeout=socket_timeout_s,
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=socket_timeout_s,
-            retry=Retry(NoBackoff(), 0),
+            retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0),
         )
-        self._client = redis.asyncio.Redis(connection_pool=pool)
+        self._client: redis.asyncio.Redis = redis.asyncio.Redis(connection_pool=pool)
 
     @property
     def degraded(self) -> bool:
@@ -496,7 +513,7 @@ class RedisCache(Cache):
         try:
             await self._client.aclose()
             await self._client.connection_pool.disconnect()
-        except _REDIS_FAILURES as exc:
+        except self._failures as exc:
             logger.debug("ignoring error while closing the redis cache: %r", exc)
         await self._fallback.aclose()
 
@@ -515,7 +532,7 @@ class RedisCache(Cache):
         if self._should_try_redis():
             try:
                 result = await redis_op()
-            except _REDIS_FAILURES as exc:
+            except self._failures as exc:
                 self._degraded = True
                 if self._retry_after_s is not None:
                     self._retry_at = time.monotonic() + self._retry_after_s
@@ -545,6 +562,7 @@ def make_cache(spec: str | Cache | None = None) -> Cache:
 
     Raises:
         ValueError: For any other spec.
+        MissingExtraError: For a Redis spec without the ``cache`` extra installed.
 
     Example:
         >>> type(make_cache("sqlite:///tmp/agentfly-cache.db")).__name__

@@ -1,7 +1,18 @@
-"""Registers every ``AgentFly/*`` env with Gymnasium.
+"""Env suites register their ``AgentFly/*`` ids themselves; the core only finds them.
 
-Entry points are strings, so importing :mod:`agentfly_env` stays light: an env's package (and its
-heavy dependencies) loads only when that env is made.
+The core holds no list of envs. A suite (this project's ``agentfly_envs``, or any third-party package)
+declares a function in the ``agentfly.envs`` entry-point group of its distribution::
+
+    [project.entry-points."agentfly.envs"]
+    envs = "agentfly_envs:register"
+
+and that function calls :func:`register` for each of its ids. ``import agentfly_env`` runs
+:func:`register_envs`, which calls every installed suite's function (Gymnasium 1.x has no plugin
+auto-loading of its own), so ``gym.make("AgentFly/Math-v0")`` works after the import, and
+``gym.make("agentfly_env:AgentFly/Math-v0")`` works without it.
+
+Entry points are strings, so registering stays light: an env's package (and its heavy dependencies)
+loads only when that env is made.
 
 Example:
     >>> import gymnasium as gym
@@ -12,27 +23,53 @@ Example:
 
 from __future__ import annotations
 
+import warnings
+from importlib.metadata import entry_points
+from typing import Any
+
 import gymnasium as gym
 
-#: id -> entry point. Add a line here when a new env lands; the test suite picks it up by itself.
-ENV_ENTRY_POINTS: dict[str, str] = {
-    "AgentFly/Math-v0": "agentfly_envs.math:MathEnv",
-    "AgentFly/WebShop-v0": "agentfly_envs.webshop:WebShopEnv",
-    "AgentFly/Code-v0": "agentfly_envs.code:CodeEnv",
-    "AgentFly/ScienceWorld-v0": "agentfly_envs.scienceworld:ScienceWorldEnv",
-    "AgentFly/ALFWorld-v0": "agentfly_envs.alfworld:ALFWorldEnv",
-    "AgentFly/Search-v0": "agentfly_envs.search:SearchEnv",
-}
+__all__ = ["ENTRY_POINT_GROUP", "register", "register_envs", "registered_ids"]
+
+#: The entry-point group through which env suites announce themselves.
+ENTRY_POINT_GROUP = "agentfly.envs"
+
+
+def register(env_id: str, entry_point: str, **kwargs: Any) -> None:
+    """Register one env id with Gymnasium, as a suite's registration function does (idempotent).
+
+    No ``max_episode_steps``: the env owns its turn budget and reports why it truncated. The env is
+    made with ``env_id`` among its keyword arguments, so it knows the id it was made under.
+
+    Args:
+        env_id: ``"AgentFly/<Name>-v<N>"`` (or any Gymnasium id).
+        entry_point: ``"package.module:EnvClass"``; imported only when the env is made.
+        kwargs: Default keyword arguments of the env.
+    """
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=entry_point, kwargs={"env_id": env_id, **kwargs})
 
 
 def register_envs() -> None:
-    """Register the ids in :data:`ENV_ENTRY_POINTS` (idempotent)."""
-    for env_id, entry_point in ENV_ENTRY_POINTS.items():
-        if env_id not in gym.registry:
-            # No max_episode_steps: the env owns its turn budget and reports why it truncated.
-            gym.register(env_id, entry_point=entry_point, kwargs={"env_id": env_id})
+    """Run the registration function of every installed suite (the ``agentfly.envs`` group; idempotent).
+
+    An entry point names a function (called) or a module (importing it is the registration). A suite
+    that fails to load or register is skipped with a warning, so one broken plug-in does not break
+    ``import agentfly_env``.
+    """
+    for plugin in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded = plugin.load()
+            if callable(loaded):
+                loaded()
+        except Exception as exc:  # a third-party plug-in may raise anything
+            warnings.warn(
+                f"env suite {plugin.name!r} ({plugin.value}) failed to register: {exc!r}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
 
 def registered_ids() -> list[str]:
-    """Every ``AgentFly/*`` id known to Gymnasium, including ones other packages registered."""
+    """Every ``AgentFly/*`` id known to Gymnasium, whichever suite registered it."""
     return sorted(env_id for env_id in gym.registry if env_id.startswith("AgentFly/"))

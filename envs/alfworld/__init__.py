@@ -23,16 +23,19 @@ Example:
     >>> env.close()
 """
 
-from agentfly_envs.alfworld.engine import (
-    ENGINE_POOL,
-    Engine,
-    EngineError,
-    GameState,
-    engine_pool,
-)
-from agentfly_envs.alfworld.env import ALFWorldEnv, act, admissible_commands, game_won
-from agentfly_envs.alfworld.games import ALFWorldGames, GeneratedGames
-from agentfly_envs.alfworld.generator import TASK_TYPES, generate_game
+from agentfly_env.extras import requires_extra
+
+with requires_extra("alfworld", "alfworld", "textworld", "fast_downward", feature="AgentFly/ALFWorld-v0"):
+    from agentfly_envs.alfworld.engine import (
+        ENGINE_POOL,
+        Engine,
+        EngineError,
+        GameState,
+        engine_pool,
+    )
+    from agentfly_envs.alfworld.env import ALFWorldEnv, act, admissible_commands, game_won
+    from agentfly_envs.alfworld.games import ALFWorldGames, GeneratedGames
+    from agentfly_envs.alfworld.generator import TASK_TYPES, generate_game
 
 __all__ = [
     "ENGINE_POOL",

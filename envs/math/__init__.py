@@ -16,12 +16,11 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-import reasoning_gym
-from reasoning_gym.factory import CURRICULA, DATASETS
-
+from agentfly_env.extras import requires_extra
 from agentfly_env.pool import default_manager
 from agentfly_env.rewards import RewardResult, reward
 from agentfly_env.tasks import TaskSource
@@ -29,6 +28,10 @@ from agentfly_env.tool_env import ToolEnv
 from agentfly_env.tools import tool
 from agentfly_env.types import ToolCall
 from agentfly_envs.math.calculator import CalculatorError, evaluate
+
+with requires_extra("math", "reasoning_gym", feature="AgentFly/Math-v0"):
+    import reasoning_gym
+    from reasoning_gym.factory import CURRICULA, DATASETS
 
 __all__ = ["MathEnv", "ReasoningGymTasks", "calculator", "dataset_names"]
 
@@ -39,6 +42,12 @@ SYSTEM_PROMPT = (
 
 #: Seeds of the two splits are far apart, so train and eval tasks never coincide by accident.
 SPLIT_SEED_OFFSET = {"train": 0, "eval": 1_000_003}
+
+#: Generated items are kept, up to this many per dataset configuration (a default split whole), in
+#: one cache shared by every task source with that configuration: the envs of a vector, or of a
+#: pool, generate each item once between them.
+ENTRY_CACHE_SIZE = 16_384
+_entry_caches: weakref.WeakValueDictionary[str, Callable[[int], dict[str, Any]]] = weakref.WeakValueDictionary()
 
 
 @tool(examples=[{"expression": "12 * (3 + 4)"}, {"expression": "2**10 - 1"}, {"expression": "sqrt(144) / 3"}])
@@ -102,8 +111,12 @@ class ReasoningGymTasks(TaskSource):
         if hasattr(dataset_config, "validate"):
             dataset_config.validate()
         self.dataset = dataset_class(config=dataset_config)
-        # Items are generated on demand and some generators take tens of ms each: keep recent ones.
-        self._entry = functools.lru_cache(maxsize=4096)(self.dataset.__getitem__)
+        # Items are generated on demand and some generators take tens of ms each: keep them. The same
+        # configuration generates the same items, so sources that share it share the cache.
+        key = f"{dataset}:{dataset_config!r}"
+        self._entry = _entry_caches.get(key)
+        if self._entry is None:
+            self._entry = _entry_caches[key] = functools.lru_cache(maxsize=ENTRY_CACHE_SIZE)(self.dataset.__getitem__)
 
     def __len__(self) -> int:
         return len(self.dataset)

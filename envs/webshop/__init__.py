@@ -20,15 +20,18 @@ Example:
     ('search', True)
 """
 
-from agentfly_envs.webshop.catalog import Catalog
-from agentfly_envs.webshop.data import FileCatalog
-from agentfly_envs.webshop.env import WebShopEnv, click, search
-from agentfly_envs.webshop.generator import GeneratedCatalog
-from agentfly_envs.webshop.goals import GoalTasks, build_goals
-from agentfly_envs.webshop.index import SearchIndex, open_index
-from agentfly_envs.webshop.products import DataError, Product
-from agentfly_envs.webshop.reward import webshop_reward
-from agentfly_envs.webshop.shared import shared_catalog
+from agentfly_env.extras import requires_extra
+
+with requires_extra("webshop", "tantivy", "rapidfuzz", feature="AgentFly/WebShop-v0"):
+    from agentfly_envs.webshop.catalog import Catalog
+    from agentfly_envs.webshop.data import FileCatalog
+    from agentfly_envs.webshop.env import WebShopEnv, click, search
+    from agentfly_envs.webshop.generator import GeneratedCatalog
+    from agentfly_envs.webshop.goals import GoalTasks, build_goals
+    from agentfly_envs.webshop.index import SearchIndex, open_index
+    from agentfly_envs.webshop.products import DataError, Product
+    from agentfly_envs.webshop.reward import webshop_reward
+    from agentfly_envs.webshop.shared import shared_catalog
 
 __all__ = [
     "Catalog",
