@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SYSTEM_PACKAGES := redis-server bubblewrap
 
-.PHONY: setup system-deps demo play test bench clean
+.PHONY: setup system-deps demo play test bench peers clean
 
 setup: $(VENV)/.installed
 
@@ -48,6 +48,12 @@ test: setup system-deps
 
 bench: setup
 	$(VENV)/bin/agentfly-bench --compare gym-sync gym-async
+
+# The peers agentfly-bench compares against, each in its own venv (they pin other versions of what we
+# use): GEM for `agentfly-bench --suite gem`.
+peers:
+	test -x .venv-peers/gem/bin/python || $(PYTHON) -m venv .venv-peers/gem
+	.venv-peers/gem/bin/python -m pip install --quiet gem-llm==0.1.0
 
 clean:
 	rm -rf $(VENV) runs bench-results .pytest_cache .hypothesis

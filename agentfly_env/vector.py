@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentfly_env.aio import run_sync
+from agentfly_env.aio import gather, run_sync
 from agentfly_env.core import AgentEnv, EnvStateError
 
 
@@ -89,11 +88,14 @@ class AgentVectorEnv:
         """Reset the envs in ``indices`` (all by default); an int seed gives env ``i`` the seed ``seed + i``."""
         indices = list(range(self.num_envs)) if indices is None else list(indices)
         seeds = self._seeds(seed, indices)
-        results = await asyncio.gather(
+        results = await gather(
             *(self.envs[i].areset(seed=s, options=options) for i, s in zip(indices, seeds, strict=True))
         )
         self.done[indices] = False
-        return [obs for obs, _ in results], [info for _, info in results]
+        if not results:
+            return [], []
+        observations, infos = map(list, zip(*results))
+        return observations, infos
 
     async def astep(self, actions: Mapping[int, str] | Sequence[str | None]) -> VectorStepResult:
         """Step the envs that have an action; the rest are untouched.
@@ -107,18 +109,18 @@ class AgentVectorEnv:
                 raise ValueError(f"got {len(actions)} actions for {self.num_envs} envs; use None for envs that sit out")
             actions = {i: action for i, action in enumerate(actions) if action is not None}
         indices = sorted(actions)
-        finished = [i for i in indices if self.done[i]]
+        finished = [i for i, done in zip(indices, self.done[indices].tolist()) if done]
         if finished:
             raise EnvStateError(f"envs {finished} have ended their episodes; reset(indices={finished}) first")
-        outcomes = await asyncio.gather(*(self.envs[i].astep(actions[i]) for i in indices))
-        observations = [outcome[0] for outcome in outcomes]
-        infos = [outcome[4] for outcome in outcomes]
-        terminated = np.fromiter((outcome[2] for outcome in outcomes), dtype=bool, count=len(indices))
-        truncated = np.fromiter((outcome[3] for outcome in outcomes), dtype=bool, count=len(indices))
-        ended = [index for index, end in zip(indices, terminated | truncated, strict=True) if end]
+        outcomes = await gather(*(self.envs[i].astep(actions[i]) for i in indices))
+        if outcomes:
+            observations, rewards, terminated, truncated, infos = map(list, zip(*outcomes))
+        else:
+            observations, rewards, terminated, truncated, infos = [], [], [], [], []
+        positions = [position for position, (term, trunc) in enumerate(zip(terminated, truncated)) if term or trunc]
+        ended = [indices[position] for position in positions]
         self.done[ended] = True
         if self.autoreset and ended:
-            positions = [indices.index(index) for index in ended]
             new_observations, new_infos = await self.areset(indices=ended)
             for position, observation, info in zip(positions, new_observations, new_infos, strict=True):
                 info["final_observation"] = observations[position]
@@ -127,14 +129,14 @@ class AgentVectorEnv:
         return VectorStepResult(
             indices=indices,
             observations=observations,
-            rewards=np.fromiter((outcome[1] for outcome in outcomes), dtype=np.float64, count=len(indices)),
-            terminated=terminated,
-            truncated=truncated,
+            rewards=np.array(rewards, dtype=np.float64),
+            terminated=np.array(terminated, dtype=bool),
+            truncated=np.array(truncated, dtype=bool),
             infos=infos,
         )
 
     async def aclose(self) -> None:
-        await asyncio.gather(*(env.aclose() for env in self.envs))
+        await gather(*(env.aclose() for env in self.envs))
 
     def reset(
         self,

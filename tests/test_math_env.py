@@ -94,3 +94,18 @@ def test_bad_options_are_clear():
         MathEnv(tools=["python"])
     with pytest.raises(ValueError, match="split must be"):
         MathEnv(split="test")
+
+
+def test_sources_with_one_configuration_share_their_generated_items():
+    first, second = ReasoningGymTasks("chain_sum", size=30), ReasoningGymTasks("chain_sum", size=30)
+    assert first._entry is second._entry  # the envs of a vector generate each item once between them
+    assert [first[i] for i in range(30)] == [second[i] for i in range(30)]
+    others = [
+        ReasoningGymTasks("chain_sum", size=31),
+        ReasoningGymTasks("chain_sum", size=30, split="eval"),
+        ReasoningGymTasks("chain_sum", size=30, difficulty=2),
+        ReasoningGymTasks("chain_sum", size=30, config={"max_terms": 3}),
+        ReasoningGymTasks("basic_arithmetic", size=30),
+    ]
+    assert all(other._entry is not first._entry for other in others)
+    assert len({id(other._entry) for other in others}) == len(others)

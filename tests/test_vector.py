@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import agentfly_env  # noqa: F401  (registers the ids)
-from agentfly_env import AgentVectorEnv, EnvStateError, ListTasks, ToolEnv, reward, tool
+from agentfly_env import AgentEnv, AgentVectorEnv, EnvStateError, ListTasks, ToolEnv, Transition, reward, tool
 
 
 def test_ragged_steps_touch_only_the_envs_that_act():
@@ -78,4 +82,101 @@ def test_bad_inputs_are_refused_clearly():
         vec.step(["<answer>1</answer>"])
     with pytest.raises(ValueError, match="3 seeds for 2 envs"):
         vec.reset(seed=[1, 2, 3])
+    vec.close()
+
+
+class Scripted(AgentEnv):
+    """Each step suspends ``plan[0]`` times (sleep(0)), then answers, or raises when ``plan[1]`` says so."""
+
+    def __init__(self, index: int, plan: tuple[int, str]) -> None:
+        super().__init__(max_turns=3)
+        self.index, self.plan = index, plan
+        self.seen: list = []
+
+    async def _reset(self, seed, options):
+        self.seen.append(("reset", asyncio.current_task(), variable.get()))
+        variable.set(f"env {self.index}")
+        return f"env {self.index}", {}
+
+    async def _step(self, action):
+        suspensions, outcome = self.plan
+        for _ in range(suspensions):
+            await asyncio.sleep(0)
+        self.seen.append(("step", asyncio.current_task(), variable.get()))
+        variable.set(f"env {self.index}")
+        if outcome == "raise":
+            raise ValueError(f"env {self.index}")
+        return Transition(f"{action} from {self.index}", reward=float(self.index), terminated=outcome == "end")
+
+
+variable: contextvars.ContextVar[str] = contextvars.ContextVar("vector_variable", default="caller")
+
+
+@settings(max_examples=60, deadline=None)
+@given(plans=st.lists(st.tuples(st.integers(0, 2), st.sampled_from(["go", "end", "raise"])), min_size=1, max_size=8))
+def test_vector_steps_match_stepping_each_env_with_gather(plans):
+    vec = AgentVectorEnv([functools.partial(Scripted, i, plan) for i, plan in enumerate(plans)])
+    reference = [Scripted(i, plan) for i, plan in enumerate(plans)]
+
+    async def expected():
+        await asyncio.gather(*(env.areset() for env in reference))
+        return await asyncio.gather(*(env.astep(f"a{i}") for i, env in enumerate(reference)))
+
+    loop = asyncio.new_event_loop()
+    try:
+        try:
+            outcomes = loop.run_until_complete(expected())
+        except ValueError as error:
+            outcomes = error
+    finally:
+        loop.close()
+    observations, _ = vec.reset()
+    assert observations == [f"env {i}" for i in range(len(plans))]
+    if isinstance(outcomes, ValueError):
+        with pytest.raises(ValueError) as raised:
+            vec.step([f"a{i}" for i in range(len(plans))])
+        assert str(raised.value) == str(outcomes)
+    else:
+        result = vec.step([f"a{i}" for i in range(len(plans))])
+        assert result.observations == [outcome[0] for outcome in outcomes]
+        assert result.rewards.tolist() == [outcome[1] for outcome in outcomes]
+        assert result.terminated.tolist() == [outcome[2] for outcome in outcomes]
+    for env in vec.envs:
+        # every call ran in a task of its own, with the caller's context and none of the other envs'
+        tasks = [task for _, task, _ in env.seen]
+        assert all(isinstance(task, asyncio.Task) for task in tasks)
+        assert {value for _, _, value in env.seen} == {"caller"}
+    all_tasks = [task for env in vec.envs for _, task, _ in env.seen]
+    assert len(set(map(id, all_tasks))) == len(all_tasks)
+    vec.close()
+
+
+def test_envs_that_suspend_and_envs_that_do_not_step_together():
+    @tool
+    async def waits(tag: str) -> str:
+        """Answers after a real wait."""
+        await asyncio.sleep(0.01)
+        return f"waited {tag}"
+
+    @tool
+    def instant(tag: str) -> str:
+        """Answers at once."""
+        return f"instant {tag}"
+
+    @reward
+    def zero():
+        return 0.0
+
+    def make():
+        return ToolEnv(tools=[waits, instant], tasks=ListTasks([{"prompt": "go"}]), reward=zero)
+
+    vec = AgentVectorEnv([make] * 6)
+    vec.reset(seed=0)
+    calls = [
+        f'<tool_call>{{"name": "{"waits" if i % 2 else "instant"}", "arguments": {{"tag": "{i}"}}}}</tool_call>'
+        for i in range(6)
+    ]
+    result = vec.step(calls)
+    assert result.observations == [f"{'waited' if i % 2 else 'instant'} {i}" for i in range(6)]
+    assert [env.turn for env in vec.envs] == [1] * 6
     vec.close()
