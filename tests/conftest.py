@@ -1,35 +1,34 @@
-"""Shared pytest fixtures."""
+"""Fixtures shared by the test folders, which mirror the packages: env/ (the core), envs/ (the suite),
+train/ (the trainer) and bench/ (the benchmarks), each with its own conftest.py.
+
+This file is loaded for every test, including the core's on a core-only install, so it imports nothing
+beyond the core and the standard library at the top; a fixture that needs an extra imports it in its
+body. Helper modules shared by several folders (redis_server.py, docstring_examples.py) live next to
+this file; pyproject's ``pythonpath = ["tests"]`` makes them importable from every folder.
+"""
 
 from collections.abc import Iterator
 
 import pytest
 from redis_server import RedisServer
 
-from agentfly_train.models import bundled_gguf, convert_gguf, load_tokenizer
-
 
 @pytest.fixture
 def redis_server() -> Iterator[RedisServer]:
-    """A fresh redis-server on a free loopback port, stopped after the test even if it fails."""
+    """A fresh redis-server on a free loopback port, stopped after the test even if it fails.
+
+    Used by the core's cache tests (env/) and by Search-v0's (envs/).
+    """
     with RedisServer() as server:
         yield server
 
 
-@pytest.fixture(scope="session")
-def smollm2_dir(request) -> str:
-    """The bundled SmolLM2 converted to safetensors, cached across test runs by pytest (``.pytest_cache``)."""
-    return str(convert_gguf(bundled_gguf(), request.config.cache.mkdir("agentfly-models")))
-
-
-@pytest.fixture(scope="session")
-def tokenizer(smollm2_dir):
-    """SmolLM2's real tokenizer and chat template."""
-    return load_tokenizer(smollm2_dir)
-
-
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[None]:
-    """A local Ray cluster with 2 CPUs for the tests of one module."""
+    """A local Ray cluster with 2 CPUs for the tests of one module.
+
+    Used by the Ray env pools' tests (test_ray_pool.py) and by the OpenRLHF agent's (train/).
+    """
     import logging
 
     import ray
@@ -41,3 +40,15 @@ def ray_cluster() -> Iterator[None]:
             yield
         finally:
             ray.shutdown()
+
+
+# TODO(tests layout): moves to train/conftest.py together with test_train_cli.py, its last user outside train/.
+@pytest.fixture(scope="session")
+def smollm2_dir(request, tmp_path_factory) -> str:
+    """The bundled SmolLM2 converted to safetensors, cached across test runs by pytest (``.pytest_cache``;
+    with ``-p no:cacheprovider``, converted once per run into a temporary folder)."""
+    from agentfly_train.models import bundled_gguf, convert_gguf
+
+    cache = getattr(request.config, "cache", None)
+    folder = cache.mkdir("agentfly-models") if cache is not None else tmp_path_factory.mktemp("agentfly-models")
+    return str(convert_gguf(bundled_gguf(), folder))

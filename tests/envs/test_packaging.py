@@ -18,7 +18,7 @@ from agentfly_env.cache import RedisCache, make_cache
 from agentfly_env.extras import MissingExtraError, requires_extra
 from agentfly_env.registration import ENTRY_POINT_GROUP, register_envs, registered_ids
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 ENV_ID = re.compile(r"AgentFly/\w+-v\d+")
 

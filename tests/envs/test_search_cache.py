@@ -15,7 +15,7 @@ from redis_server import RedisServer
 from agentfly_env.cache import CacheFallbackWarning, MemoryCache, RedisCache
 from agentfly_envs.search import SearchEnv
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 QUERY = '<tool_call>{"name": "retrieve", "arguments": {"query": "Which river flows past the town?"}}</tool_call>'
 
 

@@ -38,7 +38,7 @@ from agentfly_envs.search.qa import load_qa
 from agentfly_envs.search.retrieval import parse_hits
 from agentfly_envs.search.web import SearchProvider, WebResult, parse_web_results, register_provider
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -7,16 +7,44 @@ import contextvars
 import functools
 import time
 
+import gymnasium as gym
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import agentfly_env  # noqa: F401  (registers the ids)
 from agentfly_env import AgentEnv, AgentVectorEnv, EnvStateError, ListTasks, ToolEnv, Transition, reward, tool
+
+#: A registered id for ``AgentVectorEnv.make``: a small ToolEnv with a calculator, so the core's tests
+#: need no env of the suite.
+SUMS_ID = "AgentFlyTest/Sums-v0"
+
+
+@tool
+def calculator(expression: str) -> str:
+    """Add up integers.
+
+    Args:
+        expression: Integers joined by "+", e.g. "1+1".
+    """
+    return str(sum(int(term) for term in expression.split("+")))
+
+
+@reward
+def correct(prediction, answer):
+    return float(prediction == answer)
+
+
+def sums_env(**kwargs) -> ToolEnv:
+    tasks = ListTasks([{"id": f"sum/{n}", "prompt": f"What is {n}+{n}?", "answer": str(2 * n)} for n in range(20)])
+    return ToolEnv(tools=[calculator], tasks=tasks, reward=correct, **kwargs)
+
+
+if SUMS_ID not in gym.registry:
+    gym.register(SUMS_ID, entry_point=sums_env)
 
 
 def test_ragged_steps_touch_only_the_envs_that_act():
-    vec = AgentVectorEnv.make("AgentFly/Math-v0", num_envs=4)
+    vec = AgentVectorEnv.make(SUMS_ID, num_envs=4)
     observations, infos = vec.reset(seed=10)
     assert len(observations) == 4 and len({info["task"]["id"] for info in infos}) > 1
     turns_before = [env.turn for env in vec.envs]
@@ -27,7 +55,7 @@ def test_ragged_steps_touch_only_the_envs_that_act():
 
 
 def test_finished_envs_wait_for_reset_without_autoreset():
-    vec = AgentVectorEnv.make("AgentFly/Math-v0", num_envs=2)
+    vec = AgentVectorEnv.make(SUMS_ID, num_envs=2)
     vec.reset(seed=0)
     result = vec.step({0: "<answer>x</answer>"})
     assert result.terminated.tolist() == [True]
@@ -40,7 +68,7 @@ def test_finished_envs_wait_for_reset_without_autoreset():
 
 
 def test_autoreset_returns_the_new_episode_and_keeps_the_final_one():
-    vec = AgentVectorEnv.make("AgentFly/Math-v0", num_envs=2, autoreset=True)
+    vec = AgentVectorEnv.make(SUMS_ID, num_envs=2, autoreset=True)
     vec.reset(seed=0)
     result = vec.step(["<answer>x</answer>", None])
     info = result.infos[0]
@@ -76,7 +104,7 @@ async def test_slow_tools_of_many_envs_overlap():
 def test_bad_inputs_are_refused_clearly():
     with pytest.raises(ValueError, match="at least one env"):
         AgentVectorEnv([])
-    vec = AgentVectorEnv.make("AgentFly/Math-v0", num_envs=2)
+    vec = AgentVectorEnv.make(SUMS_ID, num_envs=2)
     vec.reset(seed=0)
     with pytest.raises(ValueError, match="use None for envs that sit out"):
         vec.step(["<answer>1</answer>"])
