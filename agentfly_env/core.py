@@ -38,7 +38,7 @@ import gymnasium as gym
 
 from agentfly_env.aio import run_sync
 from agentfly_env.spaces import TextSpace
-from agentfly_env.tools import truncate_text
+from agentfly_env.text import truncate_text
 from agentfly_env.types import EpisodeStart, ParseError, Step, ToolCall, ToolResult, Trajectory
 
 class EnvStateError(RuntimeError):

@@ -76,6 +76,14 @@ Timeout = float | None | EllipsisType
 _LATENCY_WINDOW = 1024
 
 
+class ResourceBrokenError(RuntimeError):
+    """Raised by a stateful tool whose leased resource died or can no longer be trusted.
+
+    The env gives the resource back to its pool as broken (the pool destroys it and makes a new one
+    for the next call) and tells the model that the session's earlier state is lost.
+    """
+
+
 @dataclass
 class ResourceSpec(Generic[R]):
     """How to make, reuse and destroy one kind of resource.
@@ -715,6 +723,7 @@ class ResourceManager:
             except ValueError as exc:
                 raise ValueError(f"pool {name!r}: {exc}") from None
         self._pools: dict[str, ResourcePool[Any]] = {}
+        self._shared_settings: dict[str, Any] = {}  # what each shared pool's resources were made with
 
     def register(self, name: str, spec: ResourceSpec[R], default: PoolConfig | None = None) -> ResourcePool[R]:
         """Creates the pool ``name``; its config section overrides ``default`` field by field.
@@ -734,6 +743,43 @@ class ResourceManager:
         pool = ResourcePool(spec, config, name=name)
         self._pools[name] = pool
         return pool
+
+    def shared_pool(
+        self,
+        name: str,
+        make_spec: Callable[[Any], ResourceSpec[R]],
+        settings: Any = None,
+        *,
+        default_settings: Any = None,
+        default: PoolConfig | None = None,
+        kind: str = "resources",
+    ) -> ResourcePool[R]:
+        """The pool ``name`` that every env asking for it shares, registered on first use.
+
+        The first caller registers it with ``make_spec(settings or default_settings)``; a later caller
+        gets the same pool, and its ``settings`` (None: whatever the pool has) must match. A pool that
+        was registered by other means is handed out as it is.
+
+        Args:
+            name: The pool's name; its config section sizes it (over ``default``).
+            make_spec: Builds the resources' spec from the settings (how a sandbox or a JVM starts).
+            settings: How this caller wants the resources made; None accepts the pool's.
+            default_settings: The settings of a pool registered without any.
+            default: The pool config under the manager's section.
+            kind: What the resources are, for the error message ("sandboxes", "JVMs").
+
+        Raises:
+            ValueError: the pool was made with other settings.
+        """
+        if name not in self._pools:
+            chosen = default_settings if settings is None else settings
+            pool = self.register(name, make_spec(chosen), default)
+            self._shared_settings[name] = chosen
+            return pool
+        existing = self._shared_settings.get(name)  # None: registered by other means, used as it is
+        if settings is not None and existing is not None and settings != existing:
+            raise ValueError(f"pool {name!r} already runs {kind} with {existing}; use another pool name for {settings}")
+        return self._pools[name]
 
     def pool(self, name: str) -> ResourcePool[Any]:
         """The pool registered as ``name``.

@@ -38,6 +38,8 @@ from typing import Annotated, Any
 import msgspec
 
 from agentfly_env.aio import call_function
+from agentfly_env.pool import ResourceBrokenError
+from agentfly_env.text import truncate_text
 from agentfly_env.types import ToolResult
 
 #: Parameter names the env fills in; they never appear in the schema.
@@ -46,27 +48,6 @@ INJECTED_PARAMETERS = frozenset({"env", "task", "resource", "turn"})
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
 _SECTION_HEADER = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-
-
-class ResourceBrokenError(RuntimeError):
-    """Raised by a stateful tool whose leased resource died or can no longer be trusted.
-
-    The env gives the resource back to its pool as broken (the pool destroys it and makes a new one
-    for the next call) and tells the model that the session's earlier state is lost.
-    """
-
-
-def truncate_text(text: str, max_chars: int | None) -> str:
-    """Cut ``text`` to at most ``max_chars`` characters, ending with a marker that says how much went.
-
-    Example:
-        >>> truncate_text("abcdefghij" * 10, 60)[-37:]
-        '... [truncated: 100 characters total]'
-    """
-    if max_chars is None or len(text) <= max_chars:
-        return text
-    marker = f"\n... [truncated: {len(text)} characters total]"
-    return text[: max(0, max_chars - len(marker))] + marker
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:

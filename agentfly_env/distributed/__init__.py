@@ -12,7 +12,8 @@ Example:
 
 from __future__ import annotations
 
-from agentfly_env.distributed.envs import EnvHandle, make_env, make_env_pool
+from agentfly_env.distributed.envs import make_env_pool
+from agentfly_env.distributed.handle import EnvHandle, make_env
 from agentfly_env.distributed.ray_actors import (
     ActorPlacementError,
     EnvActorDiedError,

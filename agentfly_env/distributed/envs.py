@@ -23,50 +23,16 @@ from __future__ import annotations
 import functools
 import importlib.util
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal
 
 import gymnasium as gym
 
 from agentfly_env.core import AgentEnv
+from agentfly_env.distributed.handle import EnvHandle, built_env, make_env
+from agentfly_env.distributed.ray_actors import RayEnvOptions, ray_env_spec
 from agentfly_env.pool import PoolConfig, ResourcePool, ResourceSpec
 
-if TYPE_CHECKING:
-    from agentfly_env.distributed.ray_actors import RayEnvOptions
-
 __all__ = ["EnvHandle", "make_env", "make_env_pool"]
-
-
-class EnvHandle(Protocol):
-    """What an env pool lends: the async half of the Gymnasium API, plus a way to release the env.
-
-    :class:`~agentfly_env.core.AgentEnv` is one (the local backend lends the env itself); so is
-    :class:`~agentfly_env.distributed.ray_actors.RayEnvHandle`. The values are the env's own.
-    """
-
-    async def areset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]: ...
-
-    async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]: ...
-
-    async def aclose(self) -> None: ...
-
-
-def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> AgentEnv:
-    """``gym.make(env_id, **env_kwargs)``, unwrapped: the async-native env that pools lend.
-
-    Gymnasium's wrappers only have the sync ``reset``/``step``; the pool's callers need ``areset`` and
-    ``astep``, so the handle is the env inside them.
-
-    Raises:
-        gymnasium.error.Error: ``env_id`` is not registered.
-        TypeError: The env is not an :class:`~agentfly_env.core.AgentEnv`.
-
-    Example:
-        >>> make_env("AgentFly/Math-v0", {"difficulty": 0}).env_id
-        'AgentFly/Math-v0'
-    """
-    return _built(functools.partial(gym.make, env_id, **dict(env_kwargs or {})), env_id)
 
 
 def make_env_pool(
@@ -104,7 +70,7 @@ def make_env_pool(
         if backend != "local" or kwargs:
             raise ValueError("an env factory makes local envs by itself: no backend='ray', no env_kwargs")
         factory, env_id = env_id, getattr(env_id, "__name__", type(env_id).__name__)
-        make = functools.partial(_built, factory, env_id)
+        make = functools.partial(built_env, factory, env_id)
     else:
         gym.spec(env_id)  # an unknown id fails here, not in every create
         make = functools.partial(make_env, env_id, kwargs)
@@ -115,9 +81,6 @@ def make_env_pool(
         # gym.make can load data (task sets, indexes): build envs off the event loop.
         spec = ResourceSpec(create=make, destroy=_close_env, blocking=True)
     elif backend == "ray":
-        # Imported here: ray_actors builds on this module.
-        from agentfly_env.distributed.ray_actors import RayEnvOptions, ray_env_spec
-
         if importlib.util.find_spec("ray") is None:
             raise ImportError("backend='ray' needs Ray: pip install 'agentfly-gym[ray]'")
         if not isinstance(ray_options, RayEnvOptions):
@@ -126,14 +89,6 @@ def make_env_pool(
     else:
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     return ResourcePool(spec, config, name=f"{backend}:{env_id}")
-
-
-def _built(factory: Callable[[], gym.Env], name: str) -> AgentEnv:
-    """The env ``factory`` makes, unwrapped; an env without the async API is refused."""
-    env = factory().unwrapped
-    if not isinstance(env, AgentEnv):
-        raise TypeError(f"{name} is a {type(env).__name__}, not an AgentEnv: it has no areset/astep to pool")
-    return env
 
 
 async def _close_env(env: AgentEnv) -> None:

@@ -47,9 +47,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentfly_env.distributed.envs import make_env
-from agentfly_env.pool import ResourceSpec
-from agentfly_env.tools import ResourceBrokenError
+from agentfly_env.distributed.handle import make_env
+from agentfly_env.pool import ResourceBrokenError, ResourceSpec
 
 if TYPE_CHECKING:
     from ray.actor import ActorHandle

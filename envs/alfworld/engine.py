@@ -219,10 +219,7 @@ def engine_spec(start_timeout_s: float = 120.0) -> ResourceSpec[Engine]:
 
 def engine_pool(manager: ResourceManager, *, name: str = ENGINE_POOL) -> ResourcePool[Engine]:
     """The manager's engine pool called ``name``, registered on first use (over :data:`DEFAULT_POOL_CONFIG`)."""
-    try:
-        return manager.pool(name)
-    except KeyError:
-        return manager.register(name, engine_spec(), default=DEFAULT_POOL_CONFIG)
+    return manager.shared_pool(name, lambda _: engine_spec(), default=DEFAULT_POOL_CONFIG, kind="game engines")
 
 
 # ----------------------------------------------------------------------------------------- the worker

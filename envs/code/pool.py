@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import operator
-import weakref
 
 from agentfly_env.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
 from agentfly_envs.code.sandbox import Sandbox, SandboxConfig
@@ -42,9 +41,6 @@ SANDBOX_POOL = "code_sandbox"
 #: for each other until the lease timeout). Sandboxes are made only when needed, so a large cap costs
 #: nothing until it is used; each takes about 12 MiB (PSS).
 DEFAULT_POOL_CONFIG = PoolConfig(size=256, prewarm=0, max_uses=256, acquire_timeout_s=120.0)
-
-_configs: weakref.WeakKeyDictionary[ResourcePool[Sandbox], SandboxConfig] = weakref.WeakKeyDictionary()
-
 
 def sandbox_spec(config: SandboxConfig | None = None) -> ResourceSpec[Sandbox]:
     """The hooks that make, reset, check and destroy sandboxes with ``config``."""
@@ -75,16 +71,4 @@ def sandbox_pool(
     """
     config = config or SandboxConfig()
     config.find_bwrap()
-    try:
-        pool = manager.pool(name)
-    except KeyError:
-        pool = manager.register(name, sandbox_spec(config), default=DEFAULT_POOL_CONFIG)
-        _configs[pool] = config
-        return pool
-    existing = _configs.get(pool)
-    if existing is not None and existing != config:
-        raise ValueError(
-            f"pool {name!r} already runs sandboxes with other options ({existing}); "
-            f"give this env another pool name to use {config}"
-        )
-    return pool
+    return manager.shared_pool(name, sandbox_spec, config, default=DEFAULT_POOL_CONFIG, kind="sandboxes")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import os
-import weakref
 
 from agentfly_env.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
 from agentfly_envs.scienceworld.engine import JvmConfig, ScienceWorldEngine
@@ -32,9 +31,6 @@ ENGINE_POOL = "scienceworld"
 
 #: Defaults of an engine pool (one JVM per core, up to 4); a manager's config overrides them.
 DEFAULT_POOL_CONFIG = PoolConfig(size=max(1, min(4, os.cpu_count() or 1)), max_uses=256, acquire_timeout_s=300.0)
-
-_configs: weakref.WeakKeyDictionary[ResourcePool[ScienceWorldEngine], JvmConfig] = weakref.WeakKeyDictionary()
-
 
 def engine_spec(config: JvmConfig | None = None) -> ResourceSpec[ScienceWorldEngine]:
     """The hooks that start, check and kill simulator JVMs with ``config`` (run in worker threads)."""
@@ -59,15 +55,6 @@ def engine_pool(
     Raises:
         ValueError: a pool of that name already runs JVMs with another config.
     """
-    try:
-        pool = manager.pool(name)
-    except KeyError:
-        pool = manager.register(name, engine_spec(config), default=DEFAULT_POOL_CONFIG)
-        _configs[pool] = config or JvmConfig()
-        return pool
-    existing = _configs.get(pool)
-    if existing is None:
-        raise ValueError(f"pool {name!r} of this manager does not hold ScienceWorld engines")
-    if config is not None and config != existing:
-        raise ValueError(f"pool {name!r} already runs JVMs with {existing}; use another pool name for {config}")
-    return pool
+    return manager.shared_pool(
+        name, engine_spec, config, default_settings=JvmConfig(), default=DEFAULT_POOL_CONFIG, kind="JVMs"
+    )

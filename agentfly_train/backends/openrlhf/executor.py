@@ -67,8 +67,7 @@ import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from agentfly_env.distributed import make_env_pool
-from agentfly_env.pool import Lease, ResourcePool
-from agentfly_env.tools import ResourceBrokenError
+from agentfly_env.pool import Lease, ResourceBrokenError, ResourcePool
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import ENV_POOLS
 from agentfly_train.rollout import EpisodeStats, reset_episode, step_episode

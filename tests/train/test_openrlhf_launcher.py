@@ -279,7 +279,7 @@ def test_preset_dry_run_is_a_valid_eight_gpu_command(tmp_path, capsys):
 
 def test_cluster_guide_example_is_a_valid_sixteen_gpu_command(tmp_path):
     """docs/cluster.md's example config (its paths moved under tmp_path) builds a command OpenRLHF accepts."""
-    guide = (Path(__file__).parents[1] / "docs" / "cluster.md").read_text()
+    guide = (Path(__file__).parents[2] / "docs" / "cluster.md").read_text()
     data = tomllib.loads(re.search(r"```toml\n(.*?)```", guide, re.S)[1])
     data["out_dir"], data["model"]["path"] = str(tmp_path / "run"), MODEL
     args = openrlhf_parse(entry_args(OpenRLHFLauncher(Config.from_dict(data).validate(check_model=False), dry_run=True).argv))

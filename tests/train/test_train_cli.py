@@ -4,10 +4,8 @@ a local OpenAI-compatible server, task export, the model cache, the vLLM mapping
 
 from __future__ import annotations
 
-import doctest
 import importlib
 import json
-import pkgutil
 import re
 import subprocess
 import sys
@@ -18,6 +16,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
+from docstring_examples import module_names, run_docstring_examples
 from agentfly_envs.math.calculator import evaluate as calculate
 
 import agentfly_train
@@ -321,12 +320,8 @@ def test_vllm_generator_maps_requests_and_answers(monkeypatch):
 # ----------------------------------------------------------------------------- docstrings
 
 
-MODULES = sorted(info.name for info in pkgutil.walk_packages(agentfly_train.__path__, prefix="agentfly_train.")) + ["agentfly_train"]
-
-
-@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize("name", module_names(agentfly_train))
 def test_docstring_examples(name):
     module = importlib.import_module(name)
     assert module.__doc__ and "Example" in module.__doc__
-    results = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert results.failed == 0, f"{results.failed} of {results.attempted} examples failed in {name}"
+    run_docstring_examples(name)
