@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import re
 import typing
@@ -127,12 +128,20 @@ class Tool:
         description: The summary line of the docstring.
         schema: The OpenAI function schema: ``{"type": "function", "function": {...}}``.
         parameters: The JSON schema of the model-given arguments.
-        timeout_s: Per-call wall-clock limit, or None.
-        blocking: Sync function that may be slow; run in a worker thread so the event loop stays free.
-        resource: Name of the pool whose resource is leased for the episode and passed as ``resource``.
-        cache: Whether results may be cached (by name and arguments) in the env's cache.
+        The other attributes are the arguments below, as given.
+
+    Args:
+        function: The sync or async function to wrap.
+        name: Overrides the function's name.
+        description: Overrides the docstring summary.
+        timeout_s: Per-call wall-clock limit (None for none). A sync function only honours it with
+            ``blocking=True``: an inline call cannot be interrupted.
+        blocking: Run a sync function in a worker thread.
+        resource: Pool name; a resource leased from it for the episode is passed as ``resource``.
+        cache: Cache results by tool name and arguments in the env's cache.
+        strict: Reject arguments of the wrong type instead of coercing (``"3"`` for an int).
         max_output_chars: Output longer than this is truncated with a marker.
-        examples: Argument dicts that show plausible use; the action space samples from them.
+        examples: Plausible argument dicts, used by the action space's ``sample()``.
     """
 
     def __init__(
@@ -282,48 +291,10 @@ class Tool:
         return ToolResult(self.name, output, None, call_id)
 
 
-def tool(
-    function: Callable[..., Any] | None = None,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    timeout_s: float | None = 30.0,
-    blocking: bool = False,
-    resource: str | None = None,
-    cache: bool = False,
-    strict: bool = True,
-    max_output_chars: int | None = 16_384,
-    examples: list[dict[str, Any]] | None = None,
-) -> Any:
-    """Turn a sync or async function into a :class:`Tool`; usable bare (``@tool``) or with options.
-
-    Args:
-        function: The function, when used as a bare decorator.
-        name: Overrides the function's name.
-        description: Overrides the docstring summary.
-        timeout_s: Per-call wall-clock limit (None for none). A sync function only honours it with
-            ``blocking=True``: an inline call cannot be interrupted.
-        blocking: Run a sync function in a worker thread.
-        resource: Pool name; a resource leased from it for the episode is passed as ``resource``.
-        cache: Cache results by tool name and arguments in the env's cache.
-        strict: Reject arguments of the wrong type instead of coercing (``"3"`` for an int).
-        max_output_chars: Output longer than this is truncated with a marker.
-        examples: Plausible argument dicts, used by the action space's ``sample()``.
-    """
-    options = dict(
-        name=name,
-        description=description,
-        timeout_s=timeout_s,
-        blocking=blocking,
-        resource=resource,
-        cache=cache,
-        strict=strict,
-        max_output_chars=max_output_chars,
-        examples=examples,
-    )
-
-    def decorate(inner: Callable[..., Any]) -> Tool:
-        return Tool(inner, **options)
-
-    return decorate(function) if function is not None else decorate
+def tool(function: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Turn a sync or async function into a :class:`Tool`; usable bare (``@tool``) or with options
+    (``@tool(timeout_s=5, cache=True)``), which are :class:`Tool`'s keyword arguments."""
+    if function is not None:
+        return Tool(function, **options)
+    return functools.partial(Tool, **options)
 

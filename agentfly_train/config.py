@@ -80,11 +80,15 @@ class EnvConfig:
         id: A registered ``AgentFly/*`` id.
         options: Keyword arguments for ``gym.make`` (e.g. ``dataset``, ``difficulty``, ``tools``).
         eval_options: Merged over ``options`` for evaluation (default: the eval split).
+        pool: Where the local backend and ``eval`` run the envs: ``local`` (in this process) or ``ray``
+            (one env per Ray actor, spread over the cluster; the ``ray`` extra). The ``openrlhf``
+            backend has its own, ``openrlhf.env_pool``.
     """
 
     id: str = "AgentFly/Math-v0"
     options: dict[str, Any] = field(default_factory=dict)
     eval_options: dict[str, Any] = field(default_factory=lambda: {"split": "eval"})
+    pool: str = "local"
 
 
 @dataclass
@@ -482,6 +486,7 @@ class Config:
         _choice("algorithm.loss_agg", algorithm.loss_agg, ("token-mean", "seq-mean-token-mean"))
         _choice("model.dtype", self.model.dtype, ("float32", "bfloat16", "float16"))
         _choice("model.device", self.model.device, ("auto", "cpu", "cuda"))
+        _choice("env.pool", self.env.pool, ("local", "ray"))
         for name, value in [
             ("rollout.prompts_per_step", rollout.prompts_per_step),
             ("rollout.samples_per_prompt", rollout.samples_per_prompt),

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
+from agentfly_env.files import atomic_path
 from agentfly_env.types import EpisodeStart
 from agentfly_train.chat import first_messages
 from agentfly_train.config import Config
@@ -42,18 +42,13 @@ def export_tasks(config: Config, path: str | os.PathLike[str], *, count: int, sp
     config.validate(check_model=False)
     options: dict[str, Any] = {**config.env.options, **(config.env.eval_options if split == "eval" else {})}
     env = gym.make(config.env.id, **options)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(scratch, "w") as handle:
+        with atomic_path(path) as scratch, open(scratch, "w") as handle:
             for seed in range(first_seed, first_seed + count):
                 start: EpisodeStart = env.reset(seed=seed)[1]["start"]
                 messages = first_messages(start.system_prompt, start.observation)
                 label = {"env_id": config.env.id, "options": options, "seed": seed}
                 handle.write(json.dumps({"prompt": messages, "label": json.dumps(label)}) + "\n")
-        os.replace(scratch, path)
     finally:
         env.close()
-        scratch.unlink(missing_ok=True)
     return count

@@ -57,7 +57,7 @@ def evaluate(
     options = {**config.env.options, **config.env.eval_options}
     seeds = list(range(config.eval.episodes))
     size = min(config.eval.concurrency, len(seeds))
-    envs = make_env_pool(env_fn, size=size) if env_fn is not None else make_env_pool(config.env.id, options, size=size)
+    envs = make_env_pool(env_fn, size=size) if env_fn is not None else make_env_pool(config.env.id, options, backend=config.env.pool, size=size)
     started = time.perf_counter()
     if client is None and config.eval.base_url:
         api_key = os.environ.get(config.eval.api_key_env) if config.eval.api_key_env else None

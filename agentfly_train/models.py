@@ -25,11 +25,11 @@ import fcntl
 import hashlib
 import importlib.util
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agentfly_env.files import atomic_path
 from agentfly_train.config import BUNDLED_MODEL_NAMES
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -86,13 +86,8 @@ def convert_gguf(gguf_file: Path, cache_dir: str | os.PathLike[str] | None = Non
     with _locked(root / f".{target.name}.lock"):
         if (target / "config.json").exists():  # another process converted it while we waited
             return target
-        scratch = root / f".{target.name}.tmp-{os.getpid()}"
-        shutil.rmtree(scratch, ignore_errors=True)
-        try:
+        with atomic_path(target) as scratch:
             _convert(gguf_file, scratch)
-            os.replace(scratch, target)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 

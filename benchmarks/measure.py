@@ -19,17 +19,20 @@ def summarize(seconds: Sequence[float]) -> dict[str, float]:
     return {"n": len(values), "p50_us": float(p50), "p90_us": float(p90), "p99_us": float(p99), "mean_us": float(values.mean())}
 
 
-def _rss_kib(pid: int) -> int:
+def proc_kib(pid: int | str, field: str = "VmRSS", table: str = "status") -> int:
+    """A memory figure of a process from ``/proc/<pid>/<table>`` in KiB (``pid`` may be ``"self"``):
+    ``VmRSS``, ``VmHWM``, ``RssAnon`` from ``status``, ``Pss`` from ``smaps_rollup``; 0 when it is gone."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+        for line in Path(f"/proc/{pid}/{table}").read_text().splitlines():
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
     return 0
 
 
-def _descendants(root: int) -> list[int]:
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (children, their children, ...)."""
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -52,11 +55,11 @@ def _descendants(root: int) -> list[int]:
 def memory_mib(pid: int | None = None) -> dict[str, float]:
     """Resident memory of a process and, separately, of all its descendants (backend processes)."""
     pid = os.getpid() if pid is None else pid
-    descendants = _descendants(pid)
+    below = descendants(pid)
     return {
-        "self_mib": _rss_kib(pid) / 1024,
-        "backends_mib": sum(_rss_kib(child) for child in descendants) / 1024,
-        "backend_processes": len(descendants),
+        "self_mib": proc_kib(pid) / 1024,
+        "backends_mib": sum(proc_kib(child) for child in below) / 1024,
+        "backend_processes": len(below),
     }
 
 

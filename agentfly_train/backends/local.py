@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agentfly_env.files import atomic_path
 from agentfly_env.aio import run_sync
 from agentfly_env.core import AgentEnv
 from agentfly_env.distributed import make_env_pool
@@ -191,7 +192,7 @@ class LocalTrainer:
         self.chat = ChatFormat(tokenizer, config.rollout.observation_role)
         size = config.episodes_per_step
         self.envs = (
-            make_env_pool(env_fn, size=size) if env_fn is not None else make_env_pool(config.env.id, config.env.options, size=size)
+            make_env_pool(env_fn, size=size) if env_fn is not None else make_env_pool(config.env.id, config.env.options, backend=config.env.pool, size=size)
         )
         if config.rollout.generator == "vllm":
             from agentfly_train.generation.vllm import VLLMGenerator
@@ -427,21 +428,15 @@ class LocalTrainer:
     def save_model(self, path: str | os.PathLike[str]) -> Path:
         """The policy and tokenizer as a transformers folder (loadable with ``--model PATH``)."""
         path = Path(path)
-        scratch = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        shutil.rmtree(scratch, ignore_errors=True)
-        self.policy.save_pretrained(scratch)
-        self.tokenizer.save_pretrained(scratch)
-        shutil.rmtree(path, ignore_errors=True)
-        os.replace(scratch, path)
+        with atomic_path(path) as scratch:
+            self.policy.save_pretrained(scratch)
+            self.tokenizer.save_pretrained(scratch)
         return path
 
     def save_checkpoint(self) -> Path:
         """Everything needed to continue exactly: weights, optimiser states, the step. Old ones are pruned."""
         root = self.run_dir / "checkpoints"
         target = root / f"{CHECKPOINT_PREFIX}{self.step:06d}"
-        scratch = root / f".{target.name}.tmp-{os.getpid()}"
-        shutil.rmtree(scratch, ignore_errors=True)
-        scratch.mkdir(parents=True)
         state: dict[str, Any] = {
             "step": self.step,
             "policy": self.policy.state_dict(),
@@ -452,9 +447,9 @@ class LocalTrainer:
         if self.critic is not None and self.critic_optimizer is not None:
             state["critic"] = self.critic.state_dict()
             state["critic_optimizer"] = self.critic_optimizer.state_dict()
-        torch.save(state, scratch / "trainer.pt")
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(scratch, target)
+        with atomic_path(target) as scratch:
+            scratch.mkdir()
+            torch.save(state, scratch / "trainer.pt")
         kept = sorted(root.glob(f"{CHECKPOINT_PREFIX}*"))
         for old in kept[: max(0, len(kept) - self.config.train.keep_checkpoints)]:
             shutil.rmtree(old, ignore_errors=True)

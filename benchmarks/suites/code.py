@@ -19,13 +19,12 @@ import asyncio
 import statistics
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from agentfly_bench.measure import memory_mib, summarize
+from agentfly_bench.measure import descendants, memory_mib, proc_kib, summarize
 from agentfly_env.pool import ResourceManager
 from agentfly_envs.code import (
     SANDBOX_POOL,
@@ -36,7 +35,7 @@ from agentfly_envs.code import (
     grade,
     sandbox_pool,
 )
-from agentfly_envs.code.sandbox import bwrap_command, child_pids, host_interpreter
+from agentfly_envs.code.sandbox import bwrap_command, host_interpreter
 
 DESCRIPTION = "Code-v0 sandbox: pooled round trip vs fresh bwrap process, calls/s at 32 sessions, memory, recovery, grading"
 
@@ -124,25 +123,6 @@ async def bench_concurrency(sessions: int, pool_size: int, calls_per_session: in
     }
 
 
-def _pss_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def _tree(pid: int) -> list[int]:
-    found, stack = [], [pid]
-    while stack:
-        current = stack.pop()
-        found.append(current)
-        stack.extend(child_pids(current))
-    return found
-
-
 async def bench_memory(count: int) -> dict[str, Any]:
     sandboxes = await asyncio.gather(*(Sandbox.start(CONFIG) for _ in range(count)))
     try:
@@ -152,9 +132,9 @@ async def bench_memory(count: int) -> dict[str, Any]:
         for sandbox in sandboxes:
             assert sandbox.pid is not None
             usage = memory_mib(sandbox.pid)
-            tree = _tree(sandbox.pid)
+            tree = [sandbox.pid, *descendants(sandbox.pid)]
             rss.append(usage["self_mib"] + usage["backends_mib"])
-            pss.append(sum(_pss_kib(pid) for pid in tree) / 1024)
+            pss.append(sum(proc_kib(pid, "Pss", "smaps_rollup") for pid in tree) / 1024)
             processes.append(len(tree))
     finally:
         await asyncio.gather(*(sandbox.close() for sandbox in sandboxes))

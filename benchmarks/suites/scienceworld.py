@@ -31,14 +31,13 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from agentfly_bench.measure import summarize
+from agentfly_bench.measure import proc_kib, summarize
 from agentfly_env.pool import ResourceManager
 from agentfly_env.types import ToolCall
 from agentfly_envs.scienceworld import ENGINE_POOL, JvmConfig, ScienceWorldEngine, ScienceWorldEnv, task_names
@@ -48,13 +47,6 @@ DESCRIPTION = "ScienceWorld: fast step vs stock ScienceWorldEnv.step per JVM, po
 QUICK_TASKS = ("boil", "find-animal", "chemistry-mix", "power-component", "use-thermometer", "grow-plant")
 
 Workload = list[tuple[str, tuple[str, ...]]]
-
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
 
 def record_workloads(
     engine: ScienceWorldEngine, tasks: Sequence[str], actions_per_task: int, seed: int = 0
@@ -99,7 +91,7 @@ def replay_engine(engine: ScienceWorldEngine, workloads: dict[str, Workload]) ->
     for workload in workloads.values():
         replay(workload)  # warm-up
     rows: dict[str, Any] = {name: _rate(replay(workload)) for name, workload in workloads.items()}
-    rows["rss_mib"] = _rss_mib(engine.pid)
+    rows["rss_mib"] = proc_kib(engine.pid) / 1024
     return rows
 
 
@@ -139,7 +131,7 @@ def replay_stock(workloads: dict[str, Workload], config: JvmConfig) -> dict[str,
         for workload in workloads.values():
             replay(workload)  # warm-up
         rows: dict[str, Any] = {name: _rate(replay(workload)) for name, workload in workloads.items()}
-        rows["rss_mib"] = _rss_mib(process.pid)
+        rows["rss_mib"] = proc_kib(process.pid) / 1024
     finally:
         env.close()
         process.kill()

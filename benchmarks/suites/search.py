@@ -46,15 +46,14 @@ DESCRIPTION = "Search-v0: BM25 build, size and query latency at 100k/1M passages
 # which the writer's heap budget bounds.
 BUILD_CHILD = """
 import sys, threading, time
+from agentfly_bench.measure import proc_kib
 from agentfly_envs.search.corpus import CorpusFile
 from agentfly_envs.search.index import ensure_index
 peak_anon_kib = 0
 def sample():
     global peak_anon_kib
     while True:
-        for line in open("/proc/self/status"):
-            if line.startswith("RssAnon:"):
-                peak_anon_kib = max(peak_anon_kib, int(line.split()[1]))
+        peak_anon_kib = max(peak_anon_kib, proc_kib("self", "RssAnon"))
         time.sleep(0.02)
 threading.Thread(target=sample, daemon=True).start()
 source = CorpusFile(sys.argv[1])
@@ -63,7 +62,7 @@ source.fingerprint(sys.argv[2])
 hashed = time.perf_counter()
 ensure_index(source, sys.argv[2], heap_mb=int(sys.argv[3]), progress=False)
 built = time.perf_counter()
-peak_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+peak_kib = proc_kib("self", "VmHWM")
 print(hashed - started, built - hashed, peak_anon_kib, peak_kib)
 """
 #: The writer's memory budget in the scale runs (ensure_index's default).

@@ -28,7 +28,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from agentfly_envs.alfworld.generator import (
     generate_game,
 )
 
+from agentfly_env.files import atomic_path
 from agentfly_env.tasks import TaskSource
 
 __all__ = ["SPLITS", "SPLIT_ALIASES", "ALFWorldGames", "GeneratedGames", "cache_root", "resolve_split", "write_atomic"]
@@ -85,15 +85,8 @@ def cache_root() -> Path:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` all at once: a temporary file beside it, then a rename over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    with atomic_path(path) as scratch:
+        scratch.write_text(text)
 
 
 def _task(game_file: Path, split: str, traj: dict[str, Any], goal: str, root: Path) -> dict[str, Any]:

@@ -30,6 +30,8 @@ from typing import IO
 
 import msgspec
 
+from agentfly_env.files import atomic_path
+
 __all__ = [
     "CorpusFile",
     "CorpusFormatError",
@@ -183,10 +185,8 @@ def corpus_fingerprint(path: str | os.PathLike[str], memo_dir: str | os.PathLike
                 digest.update(chunk)
         cached = digest.hexdigest()
         if memo_file is not None:
-            memo_file.parent.mkdir(parents=True, exist_ok=True)
-            partial = memo_file.with_suffix(f".{os.getpid()}.tmp")
-            partial.write_text(cached)
-            partial.replace(memo_file)  # atomic: a concurrent reader never sees half a hash
+            with atomic_path(memo_file) as partial:  # a concurrent reader never sees half a hash
+                partial.write_text(cached)
     _FINGERPRINTS[memo_key] = cached
     return cached
 

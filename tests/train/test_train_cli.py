@@ -55,6 +55,7 @@ def test_toml_then_flags_then_set(tmp_path):
         ({"rollout": {"max_episode_tokens": 64, "max_new_tokens": 64}}, [], "must exceed"),
         ({"train": {"mini_batch_size": 5}}, [], "must divide"),
         ({"rollout": {"observation_role": "system"}}, [], "observation_role must be one of"),
+        ({"env": {"pool": "cluster"}}, [], "env.pool must be one of local, ray"),
         ({"train": {"stpes": 3}}, [], "unknown config key 'train.stpes'"),
         ({"train": {"steps": "many"}}, [], "train.steps must be a int"),
         ({}, ["nosection.x=1"], "unknown config key"),

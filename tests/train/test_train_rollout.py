@@ -16,7 +16,7 @@ import random
 import pytest
 import torch
 
-from agentfly_env import ListTasks, ToolEnv, reward, tool
+from agentfly_env import ListTasks, ToolEnv, reward, run_sync, tool
 from agentfly_env.core import AgentEnv, Transition
 from agentfly_env.distributed import make_env_pool
 from agentfly_train.chat import ChatFormat, ChatTemplateError
@@ -332,3 +332,30 @@ def test_too_many_episodes_for_the_envs_is_an_error(tokenizer):
     rollout = Rollout(make_env_pool(SlowEnv, size=1), ChatFormat(tokenizer), ScriptedGenerator([], []), RolloutConfig(samples_per_prompt=2))
     with pytest.raises(ValueError, match="2 episodes need as many envs"):
         rollout.run([0], 0)
+
+
+# ----------------------------------------------------------------------------- envs in Ray actors
+
+
+def test_a_rollout_over_ray_envs_equals_one_over_local_envs(tokenizer, ray_cluster):
+    """The same pool interface, envs in Ray actors: token sequences, rewards and trajectories match."""
+    chat = ChatFormat(tokenizer)
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    call = ids(tokenizer, '<tool_call>{"name": "calculator", "arguments": {"expression": "2 + 3"}}</tool_call>') + [end]
+    answer = ids(tokenizer, "<answer>5</answer>") + [end]
+    config = RolloutConfig(samples_per_prompt=2, max_turns=3)
+    played = {}
+    for backend in ("local", "ray"):
+        envs = make_env_pool("AgentFly/Math-v0", {"difficulty": 0}, backend=backend, size=4)
+        try:
+            generator = ScriptedGenerator([(call, "stop"), (answer, "stop")], opening(tokenizer))
+            played[backend] = Rollout(envs, chat, generator, config).run([3, 4], sample_seed=0).episodes
+        finally:
+            run_sync(envs.close())
+    local, remote = played["local"], played["ray"]
+    assert [e.token_ids for e in remote] == [e.token_ids for e in local]
+    assert [(e.reward, e.success, e.tool_calls, e.model_turns) for e in remote] == [
+        (e.reward, e.success, e.tool_calls, e.model_turns) for e in local
+    ]
+    assert all(e.tool_calls == 1 and e.model_turns == 2 for e in local)
+    assert [e.trajectory.steps for e in remote] == [e.trajectory.steps for e in local]
