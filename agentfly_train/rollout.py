@@ -44,7 +44,12 @@ from agentfly_env.pool import Lease, ResourcePool
 from agentfly_env.types import EpisodeStart, Step, Trajectory
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import RolloutConfig
-from agentfly_train.generation import Generation, GenerationRequest, Generator, SamplingParams
+from agentfly_train.generation import (
+    Generation,
+    GenerationRequest,
+    Generator,
+    SamplingParams,
+)
 
 
 @dataclass

@@ -12,9 +12,10 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentfly_train.config import Config
+if TYPE_CHECKING:  # the config module imports the backends' own sections from this package
+    from agentfly_train.config import Config
 
 
 def backend_class(config: Config) -> Any:

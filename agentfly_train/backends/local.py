@@ -33,17 +33,28 @@ import numpy as np
 import torch
 from torch import nn
 
-from agentfly_env.files import atomic_path
 from agentfly_env.aio import run_sync
 from agentfly_env.core import AgentEnv
 from agentfly_env.distributed import make_env_pool
+from agentfly_env.files import atomic_path
 from agentfly_env.recording import TrajectoryWriter
 from agentfly_train import algorithms
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config
 from agentfly_train.generation.hf import TransformersGenerator
-from agentfly_train.metrics import MetricsLogger, episode_metrics, plot_reward_curve, read_metrics, sequence_metrics
-from agentfly_train.models import load_causal_lm, load_tokenizer, pick_device, resolve_model_path
+from agentfly_train.metrics import (
+    MetricsLogger,
+    episode_metrics,
+    plot_reward_curve,
+    read_metrics,
+    sequence_metrics,
+)
+from agentfly_train.models import (
+    load_causal_lm,
+    load_tokenizer,
+    pick_device,
+    resolve_model_path,
+)
 from agentfly_train.rollout import Episode, Rollout
 
 CHECKPOINT_PREFIX = "step-"

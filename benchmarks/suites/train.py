@@ -18,11 +18,11 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import tempfile
 import time
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.table import Table
 
@@ -130,7 +130,7 @@ def _quickstart() -> dict[str, Any]:
         "rewards": rewards,
         "wall_s": time.perf_counter() - started,
         "reward_curve": summary.get("reward_curve"),
-        "config": dataclasses.asdict(config.rollout) | {"lr": config.train.lr, "algo": config.algo},
+        "config": msgspec.to_builtins(config.rollout) | {"lr": config.train.lr, "algo": config.algo},
     }
 
 

@@ -68,8 +68,8 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from agentfly_env.distributed import make_env_pool
 from agentfly_env.pool import Lease, ResourceBrokenError, ResourcePool
+from agentfly_train.backends.openrlhf.config import ENV_POOLS
 from agentfly_train.chat import ChatFormat
-from agentfly_train.config import ENV_POOLS
 from agentfly_train.rollout import EpisodeStats, reset_episode, step_episode
 
 logger = logging.getLogger("agentfly.openrlhf")

@@ -63,7 +63,12 @@ from typing import Any
 from agentfly_train.backends.openrlhf import AGENT_FILE
 from agentfly_train.config import Config, ConfigError, RolloutConfig
 from agentfly_train.dataset import export_tasks
-from agentfly_train.models import bundled_gguf, converted_dir, is_bundled, resolve_model_path
+from agentfly_train.models import (
+    bundled_gguf,
+    converted_dir,
+    is_bundled,
+    resolve_model_path,
+)
 
 ENTRY_MODULE = "openrlhf.cli.train_ppo_ray"
 #: What a submitted job carries in its working dir: the import packages (by import name).

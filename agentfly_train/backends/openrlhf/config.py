@@ -1,0 +1,186 @@
+"""The ``[openrlhf]`` section of a run's config: cluster settings of the ``openrlhf`` backend, beside its
+launcher (:mod:`~agentfly_train.backends.openrlhf.launcher` maps every field to its flag).
+
+Fields are typed, so a wrong type, an unknown choice or a number out of range fails when the config is
+read (:mod:`agentfly_train.config` decodes every section with msgspec); :meth:`OpenRLHFConfig.problem`
+checks the combinations OpenRLHF would reject only once the cluster has started.
+
+Example:
+    >>> OpenRLHFConfig().actor_gpus, sorted(OpenRLHFConfig(colocate="actor-ref+critic-reward").colocated)
+    (8, ['actor-ref', 'critic-reward'])
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+
+import msgspec
+
+if TYPE_CHECKING:
+    from agentfly_train.config import Config
+
+AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
+ZeroOrMore = Annotated[int, msgspec.Meta(ge=0)]
+#: Which roles share GPUs (OpenRLHF's ``--train.colocate_*`` flags).
+Colocate = Literal["all", "actor-ref", "critic-reward", "actor-ref+critic-reward", "none"]
+#: Where the plug-in keeps its envs (``openrlhf.env_pool``, ``AGENTFLY_ENV_POOL``).
+EnvPool = Literal["ray", "local", "auto"]
+ENV_POOLS: tuple[str, ...] = get_args(EnvPool)
+
+
+class OpenRLHFConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Cluster settings of the ``openrlhf`` backend (OpenRLHF 0.11.2 on vLLM, DeepSpeed and Ray).
+
+    The defaults fit one node with 8 GPUs in OpenRLHF's "hybrid engine" layout: 8 vLLM engines, the
+    DeepSpeed policy, its reference model (and the PPO critic) all share the 8 GPUs, vLLM sleeping while
+    DeepSpeed trains. The rest of the run (model, algorithm, batch sizes, lengths) comes from the other
+    sections; ``agentfly_train/backends/openrlhf/launcher.py`` maps every field to its flag.
+
+    Attributes:
+        vllm_engines: vLLM engines that generate rollouts (``--vllm.num_engines``).
+        vllm_tensor_parallel: GPUs per vLLM engine (``--vllm.tensor_parallel_size``). Colocated
+            (``all``, sync), ``vllm_engines x vllm_tensor_parallel`` must equal the actor's GPUs.
+        vllm_gpu_memory_utilization: Share of a GPU's memory vLLM takes for weights and KV cache;
+            0.6 leaves DeepSpeed room on a shared GPU (raise it when vLLM has GPUs of its own).
+        vllm_prefix_caching: Reuse the KV cache of shared prefixes: every turn re-sends the episode so
+            far, so multi-turn rollouts gain most.
+        vllm_enforce_eager: No CUDA graphs in vLLM (less memory, slower generation).
+        enable_sleep: Put vLLM and DeepSpeed to sleep in turn (``--vllm.enable_sleep``,
+            ``--ds.enable_sleep``); only with ``colocate = "all"``, where it frees the shared GPUs.
+        num_nodes: Nodes of the policy (actor) group.
+        gpus_per_node: GPUs per node of the policy group.
+        ref_num_nodes: Nodes of the reference model (KL); 0 = as the actor (needed when colocated).
+        ref_gpus_per_node: GPUs per node of the reference model; 0 = as the actor.
+        critic_num_nodes: Nodes of the PPO critic; 0 = as the actor.
+        critic_gpus_per_node: GPUs per node of the PPO critic; 0 = as the actor.
+        colocate: Which roles share GPUs: ``all`` (every model and the vLLM engines), ``actor-ref``,
+            ``critic-reward`` (PPO), ``actor-ref+critic-reward``, or ``none`` (each role its own GPUs).
+        async_train: Generate the next rollout batch while training on the last one
+            (``--train.async_enable``; one step off-policy). vLLM then needs GPUs of its own: not with
+            ``colocate = "all"``.
+        async_queue_size: Rollout batches the async generator may run ahead.
+        zero_stage: DeepSpeed ZeRO stage (3 shards parameters too, as OpenRLHF's hybrid-engine recipes do).
+        param_dtype: ``bf16`` or ``fp16`` training weights (``model.dtype`` is the local backend's).
+        packing: Pack samples into one row per micro-batch (``--ds.packing_samples``; needs flash-attention).
+        rollout_micro_batch_size: Episodes per GPU per forward pass when scoring rollouts (log-probs,
+            values); 0 = ``train.micro_batch_size``.
+        eval_every: Evaluate on ``eval.episodes`` tasks of the eval split every N steps (greedy at
+            ``eval.temperature``); 0 = no evaluation.
+        eval_samples_per_prompt: Samples per eval task.
+        env_pool: Where the plug-in keeps the envs: ``ray`` (actors across the cluster: env code never
+            blocks vLLM), ``local`` (in the vLLM engine's process) or ``auto`` (Ray when it runs).
+        env_pool_size: Env instances per env (and options) in each vLLM engine process.
+        env_vars: More environment variables for the run (e.g. ``AGENTFLY_LEASE_TIMEOUT_S``).
+        ray_address: Empty: run the command here (a GPU machine with the ``openrlhf`` extra). Set
+            (``http://head:8265``): submit it to that cluster with ``ray job submit``.
+        cluster_out_dir: Submitting: where the job writes checkpoints, the final model and TensorBoard
+            on the cluster (a shared filesystem); empty = ``out_dir``'s absolute path.
+        requirements: Submitting: install agentfly-gym's requirements (without extras) in the job's
+            runtime env on top of the cluster's packages; off when the cluster image has them (better
+            for ALFWorld, whose fast-downward-textworld builds from source).
+        runtime_env: Submitting: merged over the generated Ray runtime env (``env_vars`` key by key).
+        submit_args: Submitting: more ``ray job submit`` arguments (e.g. ``["--no-wait"]``).
+        extra_args: Raw ``train_ppo_ray`` arguments appended last (later flags win), e.g.
+            ``["--ds.adam_offload", "--actor.lr_scheduler", "cosine_with_min_lr"]``.
+    """
+
+    vllm_engines: AtLeastOne = 8
+    vllm_tensor_parallel: AtLeastOne = 1
+    vllm_gpu_memory_utilization: float = 0.6
+    vllm_prefix_caching: bool = True
+    vllm_enforce_eager: bool = False
+    enable_sleep: bool = True
+    num_nodes: AtLeastOne = 1
+    gpus_per_node: AtLeastOne = 8
+    ref_num_nodes: ZeroOrMore = 0
+    ref_gpus_per_node: ZeroOrMore = 0
+    critic_num_nodes: ZeroOrMore = 0
+    critic_gpus_per_node: ZeroOrMore = 0
+    colocate: Colocate = "all"
+    async_train: bool = False
+    async_queue_size: AtLeastOne = 1
+    zero_stage: int = 3
+    param_dtype: Literal["bf16", "fp16"] = "bf16"
+    packing: bool = True
+    rollout_micro_batch_size: ZeroOrMore = 0
+    eval_every: ZeroOrMore = 0
+    eval_samples_per_prompt: AtLeastOne = 1
+    env_pool: EnvPool = "ray"
+    env_pool_size: AtLeastOne = 16
+    env_vars: dict[str, Any] = msgspec.field(default_factory=dict)
+    ray_address: str = ""
+    cluster_out_dir: str = ""
+    requirements: bool = True
+    runtime_env: dict[str, Any] = msgspec.field(default_factory=dict)
+    submit_args: list[str] = msgspec.field(default_factory=list)
+    extra_args: list[str] = msgspec.field(default_factory=list)
+
+    @property
+    def actor_gpus(self) -> int:
+        return self.num_nodes * self.gpus_per_node
+
+    @property
+    def ref_layout(self) -> tuple[int, int]:
+        """(nodes, GPUs per node) of the reference model."""
+        return self.ref_num_nodes or self.num_nodes, self.ref_gpus_per_node or self.gpus_per_node
+
+    @property
+    def critic_layout(self) -> tuple[int, int]:
+        """(nodes, GPUs per node) of the critic."""
+        return self.critic_num_nodes or self.num_nodes, self.critic_gpus_per_node or self.gpus_per_node
+
+    @property
+    def colocated(self) -> set[str]:
+        """The colocated groups: a subset of ``{"all", "actor-ref", "critic-reward"}``."""
+        return set() if self.colocate == "none" else set(self.colocate.split("+"))
+
+    def problem(self, run: Config) -> str | None:
+        """What OpenRLHF would reject (or silently mishandle) in this layout for ``run``, or None."""
+        if self.zero_stage not in (0, 1, 2, 3):
+            return f"openrlhf.zero_stage must be 0, 1, 2 or 3; got {self.zero_stage}"
+        if not 0 < self.vllm_gpu_memory_utilization <= 1:
+            return f"openrlhf.vllm_gpu_memory_utilization must be in (0, 1], got {self.vllm_gpu_memory_utilization}"
+        colocated = self.colocated
+        if "all" in colocated and self.async_train:
+            return (
+                'openrlhf.async_train generates while DeepSpeed trains, so vLLM needs GPUs of its own: set openrlhf.colocate '
+                'to "actor-ref" (or "none") and give the engines their GPUs, or turn async_train off'
+            )
+        engine_gpus = self.vllm_engines * self.vllm_tensor_parallel
+        if "all" in colocated and engine_gpus != self.actor_gpus:
+            return (
+                f"openrlhf.colocate = all puts the vLLM engines on the actor's GPUs: vllm_engines x vllm_tensor_parallel "
+                f"({engine_gpus}) must equal num_nodes x gpus_per_node ({self.actor_gpus})"
+            )
+        actor_layout = (self.num_nodes, self.gpus_per_node)
+        if colocated & {"all", "actor-ref"} and run.algorithm.kl_coef > 0 and self.ref_layout != actor_layout:
+            return "a colocated reference model needs the actor's layout: leave openrlhf.ref_num_nodes/ref_gpus_per_node at 0"
+        if "all" in colocated and run.estimator == "gae" and self.critic_layout != actor_layout:
+            return (
+                'with openrlhf.colocate = "all" the critic shares the actor\'s GPUs: leave openrlhf.critic_num_nodes/'
+                "critic_gpus_per_node at 0"
+            )
+        if "critic-reward" in colocated and run.estimator != "gae":
+            return f'openrlhf.colocate "{self.colocate}" places a critic, but {run.algo} has none (only ppo)'
+        # OpenRLHF's own checks, which it makes only after Ray and the models have started.
+        rollout_micro = self.rollout_micro_batch_size or run.train.micro_batch_size
+        if run.episodes_per_step // rollout_micro < self.actor_gpus:
+            return (
+                f"every actor GPU needs a micro-batch of rollouts: episodes per step ({run.episodes_per_step}) / rollout micro-batch "
+                f"({rollout_micro}) must be at least the actor's {self.actor_gpus} GPUs"
+            )
+        batch = run.train.mini_batch_size or run.episodes_per_step
+        groups = [("actor", self.actor_gpus)]
+        if run.estimator == "gae":
+            groups.append(("critic", self.critic_layout[0] * self.critic_layout[1]))
+        for role, gpus in groups:
+            if batch % (run.train.micro_batch_size * gpus):
+                return (
+                    f"DeepSpeed splits a training batch of {batch} episodes (train.mini_batch_size, or the episodes per step) "
+                    f"into micro-batches of {run.train.micro_batch_size} (train.micro_batch_size) on each of the {role}'s {gpus} "
+                    f"GPUs: it must be a multiple of {run.train.micro_batch_size * gpus}"
+                )
+        # OpenRLHF splits its dataset argument on "," (several files) and "@" (a data dir).
+        if any(char in run.out_dir for char in ",@"):
+            return f"out_dir {run.out_dir!r} holds the prompt files OpenRLHF reads; it must not contain ',' or '@'"
+        return None
