@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SYSTEM_PACKAGES := redis-server bubblewrap
 
-.PHONY: setup system-deps demo play test bench peers clean
+.PHONY: setup system-deps demo play lint test bench peers clean
 
 setup: $(VENV)/.installed
 
@@ -43,7 +43,12 @@ demo: setup
 play: setup
 	$(VENV)/bin/agentfly-play
 
-test: setup system-deps
+# The tree passes ruff's lint and format check (configured in pyproject.toml); `ruff format .` fixes the format.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: setup system-deps lint
 	$(PY) -m pytest -q
 
 bench: setup

@@ -261,8 +261,7 @@ class Cache(abc.ABC):
             return
         self._warned = True
         warnings.warn(
-            f"{self._stats.backend} cache failed ({exc!r}); {consequence}. "
-            "This warning is shown once per cache.",
+            f"{self._stats.backend} cache failed ({exc!r}); {consequence}. This warning is shown once per cache.",
             CacheFallbackWarning,
             stacklevel=2,
         )
@@ -364,12 +363,10 @@ class SQLiteCache(Cache):
                 # NORMAL is safe with WAL (it only risks the last writes on power loss): fine for a cache.
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(
-                    "CREATE TABLE IF NOT EXISTS cache ("
-                    "key TEXT PRIMARY KEY, value BLOB NOT NULL, expires_at REAL)"
+                    "CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value BLOB NOT NULL, expires_at REAL)"
                 )
                 conn.execute(
-                    "CREATE INDEX IF NOT EXISTS cache_expires_at ON cache(expires_at) "
-                    "WHERE expires_at IS NOT NULL"
+                    "CREATE INDEX IF NOT EXISTS cache_expires_at ON cache(expires_at) WHERE expires_at IS NOT NULL"
                 )
             except BaseException:
                 conn.close()
@@ -392,10 +389,14 @@ class SQLiteCache(Cache):
             time.sleep(0.01)
 
     def _get_sync(self, key: str, now: float) -> bytes | None:
-        row = self._connection().execute(
-            "SELECT value FROM cache WHERE key = ? AND (expires_at IS NULL OR expires_at > ?)",
-            (key, now),
-        ).fetchone()
+        row = (
+            self._connection()
+            .execute(
+                "SELECT value FROM cache WHERE key = ? AND (expires_at IS NULL OR expires_at > ?)",
+                (key, now),
+            )
+            .fetchone()
+        )
         return None if row is None else row[0]
 
     def _set_sync(self, key: str, value: bytes, expires_at: float | None, purge: bool) -> None:
@@ -526,9 +527,7 @@ class RedisCache(Cache):
         self._retry_at = time.monotonic() + self._retry_after_s
         return True
 
-    async def _dispatch(
-        self, redis_op: Callable[[], Awaitable[T]], fallback_op: Callable[[], Awaitable[T]]
-    ) -> T:
+    async def _dispatch(self, redis_op: Callable[[], Awaitable[T]], fallback_op: Callable[[], Awaitable[T]]) -> T:
         if self._should_try_redis():
             try:
                 result = await redis_op()

@@ -41,6 +41,7 @@ from agentfly_env.spaces import TextSpace
 from agentfly_env.text import truncate_text
 from agentfly_env.types import EpisodeStart, ParseError, Step, ToolCall, ToolResult, Trajectory
 
+
 class EnvStateError(RuntimeError):
     """The env was used out of order: stepped before ``reset`` or after its episode ended."""
 
@@ -147,8 +148,12 @@ class AgentEnv(gym.Env[str, str]):
         observation, info = await self._reset(seed, dict(options or {}))
         observation = truncate_text(observation, self.max_observation_chars)
         start = EpisodeStart(
-            env_id=self.env_id, observation=observation, seed=seed, task=info.setdefault("task", {}),
-            system_prompt=self.system_prompt, tools=[dict(schema) for schema in self.tool_schemas],
+            env_id=self.env_id,
+            observation=observation,
+            seed=seed,
+            task=info.setdefault("task", {}),
+            system_prompt=self.system_prompt,
+            tools=[dict(schema) for schema in self.tool_schemas],
         )
         self.trajectory = Trajectory.begin(start)
         self._episode_open = True
@@ -224,9 +229,7 @@ class AgentEnv(gym.Env[str, str]):
 
     # ----------------------------------------------------------------- the sync API
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         return run_sync(self.areset(seed=seed, options=options))
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

@@ -264,7 +264,9 @@ class _Findings:
     def result(self, max_calls: int) -> ParseResult:
         errors = self.errors
         if self.omitted:
-            errors.append(ParseError(f"{self.omitted} more malformed tool call(s) not shown. Expected: {self.expected}"))
+            errors.append(
+                ParseError(f"{self.omitted} more malformed tool call(s) not shown. Expected: {self.expected}")
+            )
         calls = self.calls
         if len(calls) > max_calls:
             errors.append(
@@ -721,7 +723,9 @@ class BracketParser(Parser):
         return depth == 0
 
     def instructions(self) -> str:
-        how = "Write each action as" if self.multiple else "Reply with exactly one action, and nothing else, in the form"
+        how = (
+            "Write each action as" if self.multiple else "Reply with exactly one action, and nothing else, in the form"
+        )
         return (
             f"{how} name[argument], for example search[red shoes] or click[Buy Now]. "
             "The argument is plain text; it runs to the matching ']'."

@@ -87,7 +87,9 @@ async def play_episodes(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="agentfly-play", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="agentfly-play", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("env_ids", nargs="*", help="env ids (default: all registered)")
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--policy", choices=["expert", "random"], default="expert")
@@ -102,9 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     console = Console(width=None if sys.stdout.isatty() else 120)  # logs are not 80 columns wide
     summaries: dict[str, dict[str, float]] = {}
-    with TrajectoryWriter(args.out) as writer, Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    ) as progress:
+    with (
+        TrajectoryWriter(args.out) as writer,
+        Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        ) as progress,
+    ):
         for env_id in env_ids:
             bar = progress.add_task(env_id, total=args.episodes)
             summaries[env_id] = asyncio.run(

@@ -836,4 +836,4 @@ def default_manager() -> ResourceManager:
 
 def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
     """True for coroutine functions, including callable objects with an ``async __call__``."""
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004

@@ -74,7 +74,9 @@ class TrajectoryWriter:
             if self.durable:
                 os.fsync(self._file.fileno())
         except OSError as error:
-            raise RecordingError(error.errno, f"cannot write trajectory to {self.path}: {error.strerror or error}") from error
+            raise RecordingError(
+                error.errno, f"cannot write trajectory to {self.path}: {error.strerror or error}"
+            ) from error
         self.count += 1
 
     def close(self) -> None:

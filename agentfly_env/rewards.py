@@ -58,7 +58,9 @@ class Reward:
         self.parameters = [
             p.name for p in signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         ]
-        self.required = [p.name for p in signature.parameters.values() if p.default is p.empty and p.name in self.parameters]
+        self.required = [
+            p.name for p in signature.parameters.values() if p.default is p.empty and p.name in self.parameters
+        ]
 
     def __repr__(self) -> str:
         return f"Reward({self.name!r})"

@@ -233,8 +233,12 @@ class ToolEnv(AgentEnv):
     ) -> Transition:
         """The step a turn makes: the one place where its reward, success and ending are decided."""
         transition = Transition(
-            observation, tool_calls=list(parsed.calls), tool_results=results, parse_errors=list(parsed.errors),
-            errors=dict(turn.errors), info=turn.info,
+            observation,
+            tool_calls=list(parsed.calls),
+            tool_results=results,
+            parse_errors=list(parsed.errors),
+            errors=dict(turn.errors),
+            info=turn.info,
         )
         if turn.truncation_reason is not None:  # an outside failure: no reward, whatever was reported
             transition.truncation_reason = turn.truncation_reason
@@ -244,7 +248,9 @@ class ToolEnv(AgentEnv):
             result = await self.reward.compute(self._reward_context(None))
         if result is not None:
             transition.reward = result.score
-            transition.success = result.success if result.success is not None else result.score >= self.success_threshold
+            transition.success = (
+                result.success if result.success is not None else result.score >= self.success_threshold
+            )
             transition.reward_components = dict(result.components) or {self.reward.name: result.score}
             if turn.ends:
                 transition.info["reward_details"] = dict(result.details)
@@ -259,9 +265,7 @@ class ToolEnv(AgentEnv):
     def _format_observation(self, results: list[ToolResult], parse_errors: Sequence[Any], n_calls: int) -> str:
         parts = [f"Error: {error.message}" for error in parse_errors]
         if n_calls > self.max_calls_per_turn:
-            parts.append(
-                f"Error: {n_calls} tool calls in one turn; only the first {self.max_calls_per_turn} were run."
-            )
+            parts.append(f"Error: {n_calls} tool calls in one turn; only the first {self.max_calls_per_turn} were run.")
         if len(results) == 1 and not parts:
             return results[0].output
         parts += [f"[{item.name}] {item.output}" for item in results]
@@ -285,7 +289,9 @@ class ToolEnv(AgentEnv):
         chosen = self.tools.get(call.name)
         if chosen is None or chosen is finish_tool:
             known = ", ".join(name for name in self.tools if name != "finish") or "none"
-            return ToolResult(call.name, f"Error: unknown tool `{call.name}`. Available tools: {known}.", "unknown_tool", call.id)
+            return ToolResult(
+                call.name, f"Error: unknown tool `{call.name}`. Available tools: {known}.", "unknown_tool", call.id
+            )
         if chosen.cache and self.cache is not None:
             return await self._run_cached(chosen, call)
         injected: dict[str, Any] = {"env": self, "task": self.task, "turn": turn}

@@ -178,7 +178,9 @@ class Tool:
         if resource is not None and "resource" not in self.injected:
             raise ValueError(f"tool {self.name!r} declares resource={resource!r} but has no `resource` parameter")
         if cache and "turn" in self.injected:
-            raise ValueError(f"tool {self.name!r} reports to its turn, so it cannot be cached (a cache hit would not run it)")
+            raise ValueError(
+                f"tool {self.name!r} reports to its turn, so it cannot be cached (a cache hit would not run it)"
+            )
         fields: list[tuple[Any, ...]] = []
         for parameter in signature.parameters.values():
             if parameter.name in INJECTED_PARAMETERS:
@@ -228,8 +230,7 @@ class Tool:
             if len(targets) != 1:
                 expected = ", ".join(self.parameter_names) or "no arguments"
                 raise ValueError(
-                    f"tool `{self.name}` takes {expected}; pass the arguments as a JSON object, "
-                    f"not a bare string"
+                    f"tool `{self.name}` takes {expected}; pass the arguments as a JSON object, not a bare string"
                 )
             arguments = {targets[0]: arguments}
         if not isinstance(arguments, Mapping):
@@ -297,4 +298,3 @@ def tool(function: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     if function is not None:
         return Tool(function, **options)
     return functools.partial(Tool, **options)
-

@@ -133,7 +133,10 @@ class Trajectory(msgspec.Struct, omit_defaults=True):
     def begin(cls, start: EpisodeStart) -> Trajectory:
         """The record of an episode that has just started (no steps yet)."""
         return cls(
-            env_id=start.env_id, observation=start.observation, seed=start.seed, task=start.task,
+            env_id=start.env_id,
+            observation=start.observation,
+            seed=start.seed,
+            task=start.task,
             system_prompt=start.system_prompt,
         )
 

@@ -36,7 +36,9 @@ def first_messages(system_prompt: str | None, observation: str) -> list[dict[str
         >>> [m["role"] for m in first_messages("Be brief.", "2 + 2?")], first_messages(None, "2 + 2?")
         (['system', 'user'], [{'role': 'user', 'content': '2 + 2?'}])
     """
-    return ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [{"role": "user", "content": observation}]
+    return ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
+        {"role": "user", "content": observation}
+    ]
 
 
 class ChatTemplateError(ValueError):
@@ -99,7 +101,9 @@ class ChatFormat:
         self.end_of_turn_ids: frozenset[int] = frozenset(end_of_turn)
         self._closing_text = tokenizer.decode(self._between_ids[:1])
         if not self.between.startswith(self._closing_text):
-            raise ChatTemplateError(f"the template's turn closing {self.between!r} does not start with its first token's text")
+            raise ChatTemplateError(
+                f"the template's turn closing {self.between!r} does not start with its first token's text"
+            )
         self._end_of_turn_texts = sorted({tokenizer.decode([i]) for i in end_of_turn} - {""}, key=len, reverse=True)
         specials = sorted({t for t in tokenizer.all_special_tokens if len(t) > 1}, key=len, reverse=True)
         self._special = re.compile("|".join(map(re.escape, specials))) if specials else None

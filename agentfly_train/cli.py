@@ -75,10 +75,14 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("command", nargs="?", choices=COMMANDS, help="train (default), eval or export")
     parser.add_argument("--config", help="a TOML file, or a preset name (quickstart)")
     parser.add_argument("--env", help="env id, e.g. AgentFly/Math-v0")
-    parser.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE", help="an env option (repeatable)")
+    parser.add_argument(
+        "--env-option", action="append", default=[], metavar="KEY=VALUE", help="an env option (repeatable)"
+    )
     parser.add_argument("--out", help="run directory (metrics, trajectories, checkpoints, plot)")
     parser.add_argument("--seed", type=int)
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override any config field")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override any config field"
+    )
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     if command in ("train", "eval"):
         parser.add_argument("--model", help="smollm2-135m (bundled), a model folder, a .gguf file or a hub id")
@@ -100,8 +104,11 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--resume", nargs="?", const="auto", help="continue from the latest checkpoint, or a path")
         parser.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
-        parser.add_argument("--dry-run", action="store_true",
-                            help="openrlhf backend: export the prompt files and print the command, run nothing")
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="openrlhf backend: export the prompt files and print the command, run nothing",
+        )
         parser.add_argument("--ray-address", help="openrlhf backend: submit to this Ray cluster (http://head:8265)")
     if command == "eval":
         parser.add_argument("--episodes", type=int)
@@ -109,7 +116,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--server-model", help="the model name the server serves")
         parser.add_argument("--temperature", dest="eval_temperature", type=float, help="0 is greedy")
         parser.add_argument("--concurrency", type=int)
-        parser.add_argument("--split", choices=["train", "eval"], default="eval", help="the eval options, or the training ones")
+        parser.add_argument(
+            "--split", choices=["train", "eval"], default="eval", help="the eval options, or the training ones"
+        )
     if command == "export":
         parser.add_argument("--output", required=True, help="the JSONL file to write")
         parser.add_argument("--count", type=int, default=1000)
@@ -120,7 +129,11 @@ def build_parser(command: str) -> argparse.ArgumentParser:
 def resolve_config(args: argparse.Namespace) -> Config:
     """The config file (or defaults), then the flags, then ``--set`` overrides."""
     config = Config.load(args.config) if args.config else Config()
-    overrides = [f"{field}={_literal(getattr(args, dest))}" for dest, field in FIELD_FLAGS.items() if getattr(args, dest, None) is not None]
+    overrides = [
+        f"{field}={_literal(getattr(args, dest))}"
+        for dest, field in FIELD_FLAGS.items()
+        if getattr(args, dest, None) is not None
+    ]
     overrides += [f"env.options.{option}" for option in args.env_option]
     if getattr(args, "wandb", False):
         overrides.append("log.wandb=true")
@@ -155,7 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "eval" and args.split == "train":
             config.env.eval_options = {}
         # The openrlhf backend is built here: what it checks (installed packages, paths) is a config error too.
-        launcher = _openrlhf_launcher(config, dry_run=dry_run) if command == "train" and config.backend == "openrlhf" else None
+        launcher = (
+            _openrlhf_launcher(config, dry_run=dry_run) if command == "train" and config.backend == "openrlhf" else None
+        )
     except ConfigError as error:
         parser.error(str(error))
     if launcher is not None:
@@ -204,8 +219,14 @@ def _train(config: Config) -> int:
         f"{config.train.steps} steps x {config.episodes_per_step} episodes, device {trainer.device}"
     )
     with Progress(
-        TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[live]}"),
-        TimeElapsedColumn(), TimeRemainingColumn(), console=console, disable=not config.log.progress,
+        TextColumn("[bold]train"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[live]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not config.log.progress,
     ) as progress:
         bar = progress.add_task("train", total=config.train.steps, completed=0, live="")
 
@@ -230,11 +251,17 @@ def _print_summary(console: Any, summary: dict[str, Any], wall_s: float) -> None
     table.add_column(style="bold")
     table.add_column()
     if "reward_first" in summary:
-        table.add_row("reward", f"{summary['reward_first']:.3f} at the first step -> {summary['reward_last']:.3f} at the last")
+        table.add_row(
+            "reward", f"{summary['reward_first']:.3f} at the first step -> {summary['reward_last']:.3f} at the last"
+        )
     table.add_row("steps", f"{summary['steps']} in {wall_s:.0f} s (including model loading)")
     for key, label in [
-        ("reward_curve", "reward curve"), ("metrics", "metrics (JSONL)"), ("trajectories", "trajectories"),
-        ("tensorboard", "TensorBoard"), ("checkpoint", "checkpoint (--resume)"), ("final_model", "final model (--model)"),
+        ("reward_curve", "reward curve"),
+        ("metrics", "metrics (JSONL)"),
+        ("trajectories", "trajectories"),
+        ("tensorboard", "TensorBoard"),
+        ("checkpoint", "checkpoint (--resume)"),
+        ("final_model", "final model (--model)"),
     ]:
         if key in summary:
             table.add_row(label, summary[key])
@@ -253,7 +280,14 @@ def _evaluate(config: Config) -> int:
     table = Table(title=f"{summary['model']} on {summary['env']} ({summary['episodes']} episodes)", show_header=False)
     table.add_column(style="bold")
     table.add_column(justify="right")
-    for key in ("success_rate", "reward_mean", "turns_per_episode", "tool_calls_per_episode", "errors_per_episode", "truncated_rate"):
+    for key in (
+        "success_rate",
+        "reward_mean",
+        "turns_per_episode",
+        "tool_calls_per_episode",
+        "errors_per_episode",
+        "truncated_rate",
+    ):
         table.add_row(key.replace("_", " "), f"{summary[key]:.3f}")
     table.add_row("wall time", f"{summary['wall_s']:.1f} s")
     console.print(table)

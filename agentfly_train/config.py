@@ -369,7 +369,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 f"({rollout.max_new_tokens}): the prompt has to fit as well"
             )
         if rollout.temperature <= 0:
-            raise ConfigError("rollout.temperature must be > 0 for training (sampling); use eval.temperature=0 for greedy")
+            raise ConfigError(
+                "rollout.temperature must be > 0 for training (sampling); use eval.temperature=0 for greedy"
+            )
         if not 0 < rollout.top_p <= 1:
             raise ConfigError(f"rollout.top_p must be in (0, 1], got {rollout.top_p}")
         if self.estimator in GROUP_ESTIMATORS and rollout.samples_per_prompt < 2:

@@ -29,7 +29,9 @@ from agentfly_train.chat import first_messages
 from agentfly_train.config import Config
 
 
-def export_tasks(config: Config, path: str | os.PathLike[str], *, count: int, split: str = "train", first_seed: int = 0) -> int:
+def export_tasks(
+    config: Config, path: str | os.PathLike[str], *, count: int, split: str = "train", first_seed: int = 0
+) -> int:
     """Write ``count`` episodes' opening messages (env seeds ``first_seed``...) to ``path``; return the count.
 
     Args:

@@ -58,12 +58,19 @@ def evaluate(
     options = {**config.env.options, **config.env.eval_options}
     seeds = list(range(config.eval.episodes))
     size = min(config.eval.concurrency, len(seeds))
-    envs = make_env_pool(env_fn, size=size) if env_fn is not None else make_env_pool(config.env.id, options, backend=config.env.pool, size=size)
+    envs = (
+        make_env_pool(env_fn, size=size)
+        if env_fn is not None
+        else make_env_pool(config.env.id, options, backend=config.env.pool, size=size)
+    )
     started = time.perf_counter()
     if client is None and config.eval.base_url:
         api_key = os.environ.get(config.eval.api_key_env) if config.eval.api_key_env else None
         client = OpenAIChatClient(
-            config.eval.base_url, config.eval.server_model or config.model.path, api_key=api_key, timeout_s=config.eval.timeout_s
+            config.eval.base_url,
+            config.eval.server_model or config.model.path,
+            api_key=api_key,
+            timeout_s=config.eval.timeout_s,
         )
     try:
         if client is not None:
@@ -116,7 +123,10 @@ def _local_episodes(
     chat = ChatFormat(tokenizer, config.rollout.observation_role)
     rollout_config = msgspec.structs.replace(config.rollout, samples_per_prompt=1)
     rollout = Rollout(
-        envs, chat, TransformersGenerator(model, tokenizer), rollout_config,
+        envs,
+        chat,
+        TransformersGenerator(model, tokenizer),
+        rollout_config,
         params=sampling_params(rollout_config, chat, temperature=config.eval.temperature),
     )
     episodes: list[Episode] = []
@@ -144,7 +154,9 @@ async def _served_episodes(
     return list(await asyncio.gather(*(play(seed) for seed in seeds)))
 
 
-async def _play_served(config: Config, client: OpenAIChatClient, env: EnvHandle, seed: int, episode: EpisodeStats) -> None:
+async def _play_served(
+    config: Config, client: OpenAIChatClient, env: EnvHandle, seed: int, episode: EpisodeStats
+) -> None:
     """One episode against a server: messages in, text out, observations appended as messages."""
     rollout = config.rollout
     start = await reset_episode(env, episode, seed)
@@ -165,7 +177,10 @@ async def _play_served(config: Config, client: OpenAIChatClient, env: EnvHandle,
         step = await step_episode(env, episode, action)
         if episode.done:
             break
-        messages += [{"role": "assistant", "content": action}, {"role": rollout.observation_role, "content": step.observation}]
+        messages += [
+            {"role": "assistant", "content": action},
+            {"role": rollout.observation_role, "content": step.observation},
+        ]
     else:
         episode.truncate("max_turns")
     assert episode.trajectory is not None

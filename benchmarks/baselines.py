@@ -51,7 +51,9 @@ def _gymnasium_vector(mode: str) -> ThroughputRunner:
         vector_kwargs: dict[str, Any] = {"autoreset_mode": AutoresetMode.DISABLED}
         if mode == "async":
             vector_kwargs["shared_memory"] = False  # text observations cannot live in shared arrays
-        vec = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, vector_kwargs=vector_kwargs, **env_kwargs)
+        vec = gym.make_vec(
+            env_id, num_envs=num_envs, vectorization_mode=mode, vector_kwargs=vector_kwargs, **env_kwargs
+        )
         try:
             vec.reset(seed=0)
             done, elapsed = 0, 0.0

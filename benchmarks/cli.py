@@ -31,21 +31,28 @@ from agentfly_bench.suites import available as available_suites
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="agentfly-bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="agentfly-bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("env_ids", nargs="*", help="env ids to benchmark (default: all registered)")
     suites = available_suites()
     parser.add_argument(
         "--suite",
         choices=["core", "envs", "all", *suites],
         default="all",
-        help="all = core + envs; "
-        + "; ".join(f"{name}: {module.DESCRIPTION}" for name, module in suites.items()),
+        help="all = core + envs; " + "; ".join(f"{name}: {module.DESCRIPTION}" for name, module in suites.items()),
     )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 64, 256])
     parser.add_argument("--steps", type=int, default=5_000, help="env steps per throughput measurement")
-    parser.add_argument("--compare", nargs="*", default=[], choices=sorted(BASELINES), help="baselines to run in the same call")
-    parser.add_argument("--env-kwargs", type=json.loads, default={}, help='JSON passed to gym.make, e.g. \'{"difficulty": 1}\'')
-    parser.add_argument("--json", type=Path, default=Path("bench-results/bench.json"), help="where to write the JSON results")
+    parser.add_argument(
+        "--compare", nargs="*", default=[], choices=sorted(BASELINES), help="baselines to run in the same call"
+    )
+    parser.add_argument(
+        "--env-kwargs", type=json.loads, default={}, help="JSON passed to gym.make, e.g. '{\"difficulty\": 1}'"
+    )
+    parser.add_argument(
+        "--json", type=Path, default=Path("bench-results/bench.json"), help="where to write the JSON results"
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repeats and smaller sizes (a smoke run)")
     args = parser.parse_args(argv)
     unknown = [env_id for env_id in args.env_ids if env_id not in agentfly_env.registered_ids()]

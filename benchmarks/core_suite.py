@@ -47,7 +47,11 @@ def zero() -> float:
 
 async def bench_astep_overhead(repeats: int = 20_000) -> dict[str, Any]:
     env = ToolEnv(
-        tools=[noop], tasks=ListTasks([{"prompt": "Echo."}]), reward=zero, max_turns=repeats + 1, max_observation_chars=4096
+        tools=[noop],
+        tasks=ListTasks([{"prompt": "Echo."}]),
+        reward=zero,
+        max_turns=repeats + 1,
+        max_observation_chars=4096,
     )
     await env.areset(seed=0)
     action = 'I will echo. <tool_call>{"name": "noop", "arguments": {"text": "hello"}}</tool_call>'
@@ -62,7 +66,9 @@ async def bench_astep_overhead(repeats: int = 20_000) -> dict[str, Any]:
 
 def bench_parse(name: str, repeats: int) -> dict[str, Any]:
     parser = get_parser(name)
-    call = ToolCall("search", {"query": "red running shoes size 10"} if name != "bracket" else "red running shoes size 10")
+    call = ToolCall(
+        "search", {"query": "red running shoes size 10"} if name != "bracket" else "red running shoes size 10"
+    )
     text = f"I will search for this now, then summarize the results.\n{parser.format_call(call)}"
     samples = []
     for _ in range(repeats):

@@ -16,7 +16,13 @@ def summarize(seconds: Sequence[float]) -> dict[str, float]:
         return {"n": 0}
     values = np.asarray(seconds, dtype=np.float64) * 1e6
     p50, p90, p99 = np.percentile(values, [50, 90, 99])
-    return {"n": len(values), "p50_us": float(p50), "p90_us": float(p90), "p99_us": float(p99), "mean_us": float(values.mean())}
+    return {
+        "n": len(values),
+        "p50_us": float(p50),
+        "p90_us": float(p90),
+        "p99_us": float(p99),
+        "mean_us": float(values.mean()),
+    }
 
 
 def proc_kib(pid: int | str, field: str = "VmRSS", table: str = "status") -> int:

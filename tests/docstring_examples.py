@@ -1,8 +1,8 @@
 """The one runner of the examples in module docstrings; each test folder parametrises it over its package:
 
-    @pytest.mark.parametrize("name", module_names(agentfly_env))
-    def test_docstring_examples(name):
-        run_docstring_examples(name)
+@pytest.mark.parametrize("name", module_names(agentfly_env))
+def test_docstring_examples(name):
+    run_docstring_examples(name)
 """
 
 from __future__ import annotations

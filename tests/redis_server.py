@@ -38,9 +38,7 @@ class RedisServer:
         RuntimeError: From :meth:`start`, if the binary is missing or the server does not come up.
     """
 
-    def __init__(
-        self, port: int | None = None, binary: str = "redis-server", startup_timeout_s: float = 5.0
-    ) -> None:
+    def __init__(self, port: int | None = None, binary: str = "redis-server", startup_timeout_s: float = 5.0) -> None:
         self.port = port if port is not None else free_port()
         self._binary = binary
         self._startup_timeout_s = startup_timeout_s
@@ -63,13 +61,20 @@ class RedisServer:
         self._proc = subprocess.Popen(
             [
                 executable,
-                "--port", str(self.port),
-                "--bind", "127.0.0.1",
-                "--save", "",
-                "--appendonly", "no",
-                "--dir", str(self._dir),
-                "--logfile", str(log),
-                "--daemonize", "no",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self._dir),
+                "--logfile",
+                str(log),
+                "--daemonize",
+                "no",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,

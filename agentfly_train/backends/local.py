@@ -118,7 +118,11 @@ class Batch:
 
 
 def sequence_logprobs(
-    model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, action_mask: torch.Tensor, temperature: float
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    action_mask: torch.Tensor,
+    temperature: float,
 ) -> torch.Tensor:
     """Log-probs of each token given its prefix, ``(batch, length - 1)``, at the sampling temperature.
 
@@ -191,19 +195,27 @@ class LocalTrainer:
         self.critic: Critic | None = None
         if config.estimator == "gae":
             self.critic = Critic(copy.deepcopy(self.policy.base_model), self.policy.config.hidden_size).to(self.device)
-        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            self.policy.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay
+        )
         self.critic_optimizer = (
-            torch.optim.AdamW(self.critic.parameters(), lr=config.train.critic_lr, weight_decay=config.train.weight_decay)
+            torch.optim.AdamW(
+                self.critic.parameters(), lr=config.train.critic_lr, weight_decay=config.train.weight_decay
+            )
             if self.critic is not None
             else None
         )
         warmup = config.train.warmup_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda n: min(1.0, (n + 1) / warmup) if warmup else 1.0)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda n: min(1.0, (n + 1) / warmup) if warmup else 1.0
+        )
 
         self.chat = ChatFormat(tokenizer, config.rollout.observation_role)
         size = config.episodes_per_step
         self.envs = (
-            make_env_pool(env_fn, size=size) if env_fn is not None else make_env_pool(config.env.id, config.env.options, backend=config.env.pool, size=size)
+            make_env_pool(env_fn, size=size)
+            if env_fn is not None
+            else make_env_pool(config.env.id, config.env.options, backend=config.env.pool, size=size)
         )
         if config.rollout.generator == "vllm":
             from agentfly_train.generation.vllm import VLLMGenerator
@@ -237,7 +249,8 @@ class LocalTrainer:
         result = self.rollout.run(task_seeds, step_seed(config.seed, self.step, 1), episode_id_prefix=f"{self.step}-")
         episodes = result.episodes
         metrics: dict[str, Any] = {
-            **episode_metrics(episodes), **sequence_metrics(episodes),
+            **episode_metrics(episodes),
+            **sequence_metrics(episodes),
             **{f"rollout_{k}": v for k, v in result.stats.as_dict().items()},
         }
         if self._trajectories is not None:
@@ -306,7 +319,9 @@ class LocalTrainer:
         size = len(batch.rewards)
         mini = config.train.mini_batch_size or size
         for epoch in range(config.train.epochs):
-            order = torch.randperm(size, generator=torch.Generator().manual_seed(step_seed(config.seed, self.step, 2 + epoch)))
+            order = torch.randperm(
+                size, generator=torch.Generator().manual_seed(step_seed(config.seed, self.step, 2 + epoch))
+            )
             for minibatch in self._chunks(order, mini):
                 num_tokens = mask[minibatch].sum().clamp(min=1)
                 num_sequences = (mask[minibatch].sum(-1) > 0).sum().clamp(min=1)
@@ -328,7 +343,9 @@ class LocalTrainer:
                     )
                     loss = loss_result.loss
                     if ref is not None and config.kl_mode == "loss":
-                        kl_term = algorithms.kl_loss(logprobs, ref[rows, :width], micro_mask, estimator=config.kl_estimator, **aggregation)
+                        kl_term = algorithms.kl_loss(
+                            logprobs, ref[rows, :width], micro_mask, estimator=config.kl_estimator, **aggregation
+                        )
                         loss = loss + algorithm.kl_coef * kl_term
                         add("kl_loss", kl_term.item())
                     loss.backward()
@@ -361,7 +378,12 @@ class LocalTrainer:
                     self.critic_optimizer.zero_grad(set_to_none=True)
         # Per-micro-batch losses are shares of their mini-batch's mean: sum them per mini-batch.
         minibatches = config.train.epochs * -(-size // mini)
-        report = {name: totals[name] / minibatches if name in ("policy_loss", "value_loss", "kl_loss") else totals[name] / counts[name] for name in totals}
+        report = {
+            name: totals[name] / minibatches
+            if name in ("policy_loss", "value_loss", "kl_loss")
+            else totals[name] / counts[name]
+            for name in totals
+        }
         report["advantage_mean"] = float(algorithms.masked_mean(result.advantages, mask)) if mask.sum() else 0.0
         report["return_mean"] = float(result.token_rewards.sum(-1).mean())
         if kl is not None:
@@ -396,8 +418,11 @@ class LocalTrainer:
         resumed = bool(config.train.resume) and self.resume(config.train.resume)
         _keep_records_up_to(self.run_dir, self.step if resumed else 0)
         self._logger = MetricsLogger(
-            self.run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
-            wandb_project=config.log.wandb_project, config=config.to_dict(),
+            self.run_dir,
+            tensorboard=config.log.tensorboard,
+            wandb=config.log.wandb,
+            wandb_project=config.log.wandb_project,
+            config=config.to_dict(),
         )
         if config.log.trajectories:
             self._trajectories = TrajectoryWriter(self.run_dir / "trajectories.jsonl", durable=False)
@@ -515,4 +540,3 @@ def _pad(values: torch.Tensor, batch: Batch) -> torch.Tensor:
     """Right-pad a micro-batch's per-token tensor to the batch's width."""
     width = batch.action_mask.size(1)
     return torch.nn.functional.pad(values, (0, width - values.size(1)))
-

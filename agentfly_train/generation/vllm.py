@@ -43,12 +43,20 @@ class VLLMGenerator:
     """
 
     def __init__(
-        self, model_path: str, *, gpu_memory_utilization: float = 0.4, dtype: str = "bfloat16", seed: int = 0, **engine_args: Any
+        self,
+        model_path: str,
+        *,
+        gpu_memory_utilization: float = 0.4,
+        dtype: str = "bfloat16",
+        seed: int = 0,
+        **engine_args: Any,
     ) -> None:
         try:
             import vllm
         except ImportError as error:
-            raise RuntimeError("rollout.generator = 'vllm' needs vLLM on a GPU machine: pip install '.[openrlhf]'") from error
+            raise RuntimeError(
+                "rollout.generator = 'vllm' needs vLLM on a GPU machine: pip install '.[openrlhf]'"
+            ) from error
         self._vllm = vllm
         self.llm = vllm.LLM(
             model=model_path,

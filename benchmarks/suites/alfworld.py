@@ -23,7 +23,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from agentfly_bench.measure import memory_mib, summarize
+from agentfly_env import run_sync
+from agentfly_env.pool import ResourceManager
 from agentfly_envs.alfworld import (
     ENGINE_POOL,
     ALFWorldEnv,
@@ -33,11 +38,6 @@ from agentfly_envs.alfworld import (
     generate_game,
 )
 from agentfly_envs.alfworld.generator import TASK_TYPES
-from rich.console import Console
-from rich.table import Table
-
-from agentfly_env import run_sync
-from agentfly_env.pool import ResourceManager
 
 DESCRIPTION = "ALFWorld-v0: game generation, engine start/memory/load, steps/s per engine vs stock TextWorld, pools of 1/2/4, planner"
 
@@ -117,13 +117,17 @@ def bench_steps(games: GeneratedGames, count: int, steps: int, stock_steps: int)
     try:
         for index in range(count):
             game_file = games[index]["game_file"]
-            ours += random_walk(lambda c: engine.step(c).admissible_commands, engine.load(game_file).admissible_commands, steps, index)
+            ours += random_walk(
+                lambda c: engine.step(c).admissible_commands, engine.load(game_file).admissible_commands, steps, index
+            )
             first = engine.load(game_file).admissible_commands
             ours_short += random_walk(lambda c: engine.step(c).admissible_commands, first, stock_steps, index)
             baseline = AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True)))
             baseline.load(game_file)
             first = baseline.reset()["admissible_commands"]
-            stock += random_walk(lambda c, env=baseline: env.step(c)[0]["admissible_commands"], first, stock_steps, index)
+            stock += random_walk(
+                lambda c, env=baseline: env.step(c)[0]["admissible_commands"], first, stock_steps, index
+            )
     finally:
         engine.close()
 
@@ -151,7 +155,11 @@ def bench_steps(games: GeneratedGames, count: int, steps: int, stock_steps: int)
     return {
         "steps_per_s": rates,
         "ratio_vs_stock": rates["ours_engine_same_walks"] / rates["stock_textworld"],
-        "latency": {"ours_engine": summarize(ours), "stock_textworld": summarize(stock), "ours_env": summarize(through_env)},
+        "latency": {
+            "ours_engine": summarize(ours),
+            "stock_textworld": summarize(stock),
+            "ours_env": summarize(through_env),
+        },
     }
 
 
@@ -161,9 +169,13 @@ def bench_pool(games: GeneratedGames, sizes: list[int], steps: int) -> dict[str,
     for size in sizes:
         engines = [Engine.start() for _ in range(size)]
         try:
-            firsts = [engine.load(games[index]["game_file"]).admissible_commands for index, engine in enumerate(engines)]
+            firsts = [
+                engine.load(games[index]["game_file"]).admissible_commands for index, engine in enumerate(engines)
+            ]
             threads = [
-                threading.Thread(target=random_walk, args=(lambda c, e=engine: e.step(c).admissible_commands, first, steps, index))
+                threading.Thread(
+                    target=random_walk, args=(lambda c, e=engine: e.step(c).admissible_commands, first, steps, index)
+                )
                 for index, (engine, first) in enumerate(zip(engines, firsts, strict=True))
             ]
             started = time.perf_counter()
@@ -196,7 +208,12 @@ def bench_planner(games: GeneratedGames, count: int, timeout_s: float) -> dict[s
             samples.append(time.perf_counter() - started)
     finally:
         engine.close()
-    return {"plan": summarize(samples), "timeouts": timeouts, "timeout_s": timeout_s, "mean_plan_length": statistics.mean(lengths or [0])}
+    return {
+        "plan": summarize(samples),
+        "timeouts": timeouts,
+        "timeout_s": timeout_s,
+        "mean_plan_length": statistics.mean(lengths or [0]),
+    }
 
 
 def run(quick: bool) -> dict[str, Any]:

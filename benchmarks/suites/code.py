@@ -37,7 +37,9 @@ from agentfly_envs.code import (
 )
 from agentfly_envs.code.sandbox import bwrap_command, host_interpreter
 
-DESCRIPTION = "Code-v0 sandbox: pooled round trip vs fresh bwrap process, calls/s at 32 sessions, memory, recovery, grading"
+DESCRIPTION = (
+    "Code-v0 sandbox: pooled round trip vs fresh bwrap process, calls/s at 32 sessions, memory, recovery, grading"
+)
 
 CONFIG = SandboxConfig()
 
@@ -225,17 +227,27 @@ def render(results: dict[str, Any], console: Console) -> None:
         table.add_column(column, justify="left" if column == "how" else "right")
     for name in ("pooled_worker", "fresh_bwrap_process", "fresh_python_process"):
         stats = trip[name]
-        table.add_row(name.replace("_", " "), *(f"{stats[key] / 1000:.3f}" for key in ("p50_us", "p90_us", "p99_us", "mean_us")), str(stats["n"]))
+        table.add_row(
+            name.replace("_", " "),
+            *(f"{stats[key] / 1000:.3f}" for key in ("p50_us", "p90_us", "p99_us", "mean_us")),
+            str(stats["n"]),
+        )
     console.print(table)
-    console.print(f"pooled worker vs a fresh sandboxed process per call: {trip['ratio_p50']:.0f}x (p50), {trip['ratio_mean']:.0f}x (mean)")
+    console.print(
+        f"pooled worker vs a fresh sandboxed process per call: {trip['ratio_p50']:.0f}x (p50), {trip['ratio_mean']:.0f}x (mean)"
+    )
 
     table = Table(title="Code-v0: 32 concurrent sessions (episodes of 5 calls)")
     for column in ("pool size", "calls/s", "episodes/s", "prewarm s", "lease p50 ms", "lease p99 ms"):
         table.add_column(column, justify="right")
     for row in results["concurrency"]:
         table.add_row(
-            str(row["pool_size"]), f"{row['calls_per_s']:,.0f}", f"{row['episodes_per_s']:,.0f}", f"{row['prewarm_s']:.2f}",
-            f"{row['acquire_p50_ms']:.2f}", f"{row['acquire_p99_ms']:.1f}",
+            str(row["pool_size"]),
+            f"{row['calls_per_s']:,.0f}",
+            f"{row['episodes_per_s']:,.0f}",
+            f"{row['prewarm_s']:.2f}",
+            f"{row['acquire_p50_ms']:.2f}",
+            f"{row['acquire_p99_ms']:.1f}",
         )
     console.print(table)
 
@@ -249,7 +261,9 @@ def render(results: dict[str, Any], console: Console) -> None:
     for column in ("event", "p50", "p99", "n"):
         table.add_column(column, justify="left" if column == "event" else "right")
     for name, stats in results["recovery"].items():
-        table.add_row(name.replace("_", " "), f"{stats['p50_us'] / 1000:.2f}", f"{stats['p99_us'] / 1000:.2f}", str(stats["n"]))
+        table.add_row(
+            name.replace("_", " "), f"{stats['p50_us'] / 1000:.2f}", f"{stats['p99_us'] / 1000:.2f}", str(stats["n"])
+        )
     console.print(table)
 
     grading = results["grading"]

@@ -48,6 +48,7 @@ QUICK_TASKS = ("boil", "find-animal", "chemistry-mix", "power-component", "use-t
 
 Workload = list[tuple[str, tuple[str, ...]]]
 
+
 def record_workloads(
     engine: ScienceWorldEngine, tasks: Sequence[str], actions_per_task: int, seed: int = 0
 ) -> tuple[dict[str, Workload], list[float]]:
@@ -149,7 +150,9 @@ async def _pool_run(workload: Workload, size: int) -> dict[str, Any]:
 
     async def play(env: ScienceWorldEnv, actions: tuple[str, ...]) -> int:
         for done, command in enumerate(actions, 1):
-            *_, terminated, truncated, _ = await env.astep(env.parser.format_call(ToolCall("act", {"command": command})))
+            *_, terminated, truncated, _ = await env.astep(
+                env.parser.format_call(ToolCall("act", {"command": command}))
+            )
             if terminated or truncated:  # a short gold path can finish within the prefix
                 return done
         return len(actions)
@@ -159,10 +162,15 @@ async def _pool_run(workload: Workload, size: int) -> dict[str, Any]:
         for round_index in range(len(replayed)):
             jobs = [replayed[(round_index + offset) % len(replayed)] for offset in range(size)]
             await asyncio.gather(
-                *(env.areset(options={"task_name": name, "variation": 0}) for env, (name, _) in zip(envs, jobs, strict=True))
+                *(
+                    env.areset(options={"task_name": name, "variation": 0})
+                    for env, (name, _) in zip(envs, jobs, strict=True)
+                )
             )
             started = time.perf_counter()
-            steps += sum(await asyncio.gather(*(play(env, actions) for env, (_, actions) in zip(envs, jobs, strict=True))))
+            steps += sum(
+                await asyncio.gather(*(play(env, actions) for env, (_, actions) in zip(envs, jobs, strict=True)))
+            )
             stepping += time.perf_counter() - started
         return steps, stepping
 
@@ -177,7 +185,11 @@ async def _pool_run(workload: Workload, size: int) -> dict[str, Any]:
 
 
 def measure(
-    tasks: Sequence[str], actions_per_task: int, pool_sizes: Sequence[int] = (1, 2, 4), starts: int = 3, compare_hashing: bool = True
+    tasks: Sequence[str],
+    actions_per_task: int,
+    pool_sizes: Sequence[int] = (1, 2, 4),
+    starts: int = 3,
+    compare_hashing: bool = True,
 ) -> dict[str, Any]:
     """Every measurement of the suite, on the given task types (see the module docstring)."""
     config = JvmConfig()
@@ -203,7 +215,10 @@ def measure(
             valid.append(time.perf_counter() - started)
     finally:
         engine.close()
-    variants = {"ours": config, **({"ours, default hash codes": JvmConfig(deterministic=False)} if compare_hashing else {})}
+    variants = {
+        "ours": config,
+        **({"ours, default hash codes": JvmConfig(deterministic=False)} if compare_hashing else {}),
+    }
     per_jvm = {}
     for name, variant in variants.items():
         engine = ScienceWorldEngine(variant)
@@ -247,7 +262,9 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 def render(results: dict[str, Any], console: Console) -> None:
-    table = Table(title=f"ScienceWorld steps/s per JVM ({len(results['tasks'])} task types, {results['actions_per_task']} actions each)")
+    table = Table(
+        title=f"ScienceWorld steps/s per JVM ({len(results['tasks'])} task types, {results['actions_per_task']} actions each)"
+    )
     table.add_column("path")
     for workload in results["steps"]:
         table.add_column(f"{workload} steps/s", justify="right")
@@ -259,7 +276,9 @@ def render(results: dict[str, Any], console: Console) -> None:
             cells += [f"{row[workload]['steps_per_s']:.1f}", f"{row[workload]['step']['p50_us'] / 1000:.2f}"]
         table.add_row(name, *cells, f"{row['rss_mib']:.0f}")
     for row in results["pools"][:1]:
-        table.add_row("env turns, act tool (1 JVM)", f"{row['steps_per_s']:.1f}", *[""] * (2 * len(results["steps"]) - 1), "")
+        table.add_row(
+            "env turns, act tool (1 JVM)", f"{row['steps_per_s']:.1f}", *[""] * (2 * len(results["steps"]) - 1), ""
+        )
     console.print(table)
     ratios = Table(title="Ours over the stock ScienceWorldEnv.step (same actions, same heap)")
     ratios.add_column("workload")

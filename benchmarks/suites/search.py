@@ -76,18 +76,27 @@ def _dir_mib(path: Path) -> float:
 def _build_in_child(corpus: Path, index_dir: Path, heap_mb: int) -> dict[str, float]:
     """Hash and index ``corpus`` in a child process: its times and peak memory."""
     child = subprocess.Popen(
-        [sys.executable, "-c", BUILD_CHILD, str(corpus), str(index_dir), str(heap_mb)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", BUILD_CHILD, str(corpus), str(index_dir), str(heap_mb)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert child.stdout is not None
     output = child.stdout.read()
     if child.wait() != 0:
         raise RuntimeError(f"index build of {corpus.name} failed (exit {child.returncode})")
     hash_s, build_s, peak_anon_kib, peak_kib = (float(value) for value in output.split())
-    return {"hash_s": hash_s, "build_s": build_s, "build_heap_mb": heap_mb,
-            "build_peak_rss_mib": peak_kib / 1024, "build_peak_anon_rss_mib": peak_anon_kib / 1024}
+    return {
+        "hash_s": hash_s,
+        "build_s": build_s,
+        "build_heap_mb": heap_mb,
+        "build_peak_rss_mib": peak_kib / 1024,
+        "build_peak_anon_rss_mib": peak_anon_kib / 1024,
+    }
 
 
-def bench_scale(passages: int, work: Path, queries: int, baseline: bool, heaps: tuple[int, ...]) -> list[dict[str, Any]]:
+def bench_scale(
+    passages: int, work: Path, queries: int, baseline: bool, heaps: tuple[int, ...]
+) -> list[dict[str, Any]]:
     """Write a corpus of ``passages``; for each writer heap budget, index it and time queries."""
     world = Encyclopedia(passages, seed=0)
     corpus = work / f"corpus-{passages}.jsonl"
@@ -98,8 +107,12 @@ def bench_scale(passages: int, work: Path, queries: int, baseline: bool, heaps: 
     rows = []
     for heap_mb in heaps:
         index_dir = work / f"indexes-{passages}-{heap_mb}"
-        row: dict[str, Any] = {"passages": passages, "corpus_mib": corpus.stat().st_size / 2**20,
-                               "write_corpus_s": write_s, **_build_in_child(corpus, index_dir, heap_mb)}
+        row: dict[str, Any] = {
+            "passages": passages,
+            "corpus_mib": corpus.stat().st_size / 2**20,
+            "write_corpus_s": write_s,
+            **_build_in_child(corpus, index_dir, heap_mb),
+        }
         index = ensure_index(CorpusFile(corpus), index_dir, progress=False)  # opens what the child built
         for text in texts[:20]:
             index.search(text, 3)  # warm the page cache, as a long-running env would be
@@ -240,8 +253,11 @@ def _episodes_agentfly(num_envs: int, episodes: int, env_kwargs: dict[str, Any])
 
 def _episodes_gym_sync(num_envs: int, episodes: int, env_kwargs: dict[str, Any]) -> dict[str, Any]:
     vec = gym.make_vec(
-        "AgentFly/Search-v0", num_envs=num_envs, vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED}, **env_kwargs,
+        "AgentFly/Search-v0",
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED},
+        **env_kwargs,
     )
     try:
         vec.reset(seed=0)
@@ -284,27 +300,50 @@ def run(quick: bool) -> dict[str, Any]:
         with local_redis() as redis_url:
             cache = bench_cache(index_dir, redis_url, repeats=300 if quick else 3_000)
             episodes = bench_episodes(index_dir, redis_url, num_envs=64, episodes=300 if quick else 2_000)
-        return {"scale": scale, "cache": cache, "episodes": episodes, "redis": redis_url is not None,
-                "default_index_passages": open_index(next(index_dir.glob("bm25-*"))).num_docs}
+        return {
+            "scale": scale,
+            "cache": cache,
+            "episodes": episodes,
+            "redis": redis_url is not None,
+            "default_index_passages": open_index(next(index_dir.glob("bm25-*"))).num_docs,
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def render(results: dict[str, Any], console: Console) -> None:
     table = Table(title="Search-v0: BM25 index at scale (tantivy)")
-    columns = ("passages", "corpus MiB", "hash s", "heap MB", "build s", "peak RSS MiB", "peak anon MiB",
-               "index MiB", "query p50 ms", "query p99 ms", "rank-bm25 p50 ms (ours x)")
+    columns = (
+        "passages",
+        "corpus MiB",
+        "hash s",
+        "heap MB",
+        "build s",
+        "peak RSS MiB",
+        "peak anon MiB",
+        "index MiB",
+        "query p50 ms",
+        "query p99 ms",
+        "rank-bm25 p50 ms (ours x)",
+    )
     for column in columns:
         table.add_column(column, justify="right", no_wrap=column == "passages")
     for row in results["scale"]:
         baseline = row.get("rank_bm25")
         table.add_row(
-            f"{row['passages']:,}", f"{row['corpus_mib']:.0f}", f"{row['hash_s']:.2f}", str(row["build_heap_mb"]),
+            f"{row['passages']:,}",
+            f"{row['corpus_mib']:.0f}",
+            f"{row['hash_s']:.2f}",
+            str(row["build_heap_mb"]),
             f"{row['build_s']:.1f}",
-            f"{row['build_peak_rss_mib']:.0f}", f"{row['build_peak_anon_rss_mib']:.0f}", f"{row['index_mib']:.0f}",
-            f"{row['query']['p50_us'] / 1000:.3f}", f"{row['query']['p99_us'] / 1000:.3f}",
+            f"{row['build_peak_rss_mib']:.0f}",
+            f"{row['build_peak_anon_rss_mib']:.0f}",
+            f"{row['index_mib']:.0f}",
+            f"{row['query']['p50_us'] / 1000:.3f}",
+            f"{row['query']['p99_us'] / 1000:.3f}",
             f"{baseline['query']['p50_us'] / 1000:.1f} ({baseline['query']['p50_us'] / row['query']['p50_us']:.0f}x)"
-            if baseline else "-",
+            if baseline
+            else "-",
         )
     console.print(table)
 

@@ -81,8 +81,13 @@ def run(quick: bool) -> dict[str, Any]:
             ("overlap, 2 cohorts", True, prompts * chains // 2),
         ]:
             config = RolloutConfig(
-                samples_per_prompt=chains, max_turns=3, max_new_tokens=new_tokens, max_episode_tokens=1024,
-                stop=["</tool_call>", "</answer>"], overlap=overlap, max_batch_size=batch,
+                samples_per_prompt=chains,
+                max_turns=3,
+                max_new_tokens=new_tokens,
+                max_episode_tokens=1024,
+                stop=["</tool_call>", "</answer>"],
+                overlap=overlap,
+                max_batch_size=batch,
             )
             result = Rollout(envs, chat, generator, config).run(list(range(prompts)), sample_seed=0)
             rows[mode] = {**result.stats.as_dict(), "episodes": len(result.episodes)}
@@ -141,8 +146,14 @@ def render(results: dict[str, Any], console: Console) -> None:
     for env_name, rows in results["rollout"].items():
         for mode, row in rows.items():
             table.add_row(
-                env_name, mode, str(row["episodes"]), str(row["generated_tokens"]), f"{row['tokens_per_s']:.1f}",
-                f"{row['wall_s']:.1f}", f"{100 * row['env_wait_share']:.1f}%", str(row["batches"]),
+                env_name,
+                mode,
+                str(row["episodes"]),
+                str(row["generated_tokens"]),
+                f"{row['tokens_per_s']:.1f}",
+                f"{row['wall_s']:.1f}",
+                f"{100 * row['env_wait_share']:.1f}%",
+                str(row["batches"]),
             )
     console.print(table)
     step = results["train_step"]

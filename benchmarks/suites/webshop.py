@@ -67,8 +67,16 @@ def index_build(size: int, cache_dir: Path) -> dict[str, Any]:
 def latencies(env: WebShopEnv, episodes: int) -> dict[str, Any]:
     """Reset, search-step and click-step latency (by kind of click) over expert episodes, plus a tour of
     pagination and sub-pages in each."""
-    times: dict[str, list[float]] = {"reset": [], "search": [], "click_product": [], "click_option": [],
-                                     "click_next": [], "click_sub_page": [], "click_back": [], "click_buy": []}
+    times: dict[str, list[float]] = {
+        "reset": [],
+        "search": [],
+        "click_product": [],
+        "click_option": [],
+        "click_next": [],
+        "click_sub_page": [],
+        "click_back": [],
+        "click_buy": [],
+    }
 
     def timed(kind: str, action: str) -> tuple[Any, ...]:
         started = time.perf_counter()
@@ -101,7 +109,9 @@ def latencies(env: WebShopEnv, episodes: int) -> dict[str, Any]:
     return {kind: summarize(samples) for kind, samples in times.items()}
 
 
-def search_comparison(catalog: GeneratedCatalog, env: WebShopEnv, queries: int, baseline_queries: int) -> dict[str, Any]:
+def search_comparison(
+    catalog: GeneratedCatalog, env: WebShopEnv, queries: int, baseline_queries: int
+) -> dict[str, Any]:
     """tantivy (the env's index) and rank-bm25 on the same goal instructions and the same documents."""
     from rank_bm25 import BM25Okapi
 
@@ -127,7 +137,11 @@ def search_comparison(catalog: GeneratedCatalog, env: WebShopEnv, queries: int, 
         baseline_hits += catalog.ordinal(goal["asin"]) in top
     return {
         "products": len(catalog),
-        "tantivy": {**summarize(ours), "cpu_p50_us": summarize(ours_cpu)["p50_us"], "target_in_top50": hits / len(goals)},
+        "tantivy": {
+            **summarize(ours),
+            "cpu_p50_us": summarize(ours_cpu)["p50_us"],
+            "target_in_top50": hits / len(goals),
+        },
         "rank_bm25": {
             **summarize(theirs),
             "build_s": baseline_build,
@@ -156,8 +170,14 @@ def expert_throughput(size: int, cache_dir: Path, num_envs: int, episodes: int) 
         elapsed = time.perf_counter() - started
     finally:
         vec.close()
-    return {"envs": num_envs, "products": size, "episodes": done, "episodes_per_s": done / elapsed,
-            "steps_per_s": steps / elapsed, "mean_reward": reward / done}
+    return {
+        "envs": num_envs,
+        "products": size,
+        "episodes": done,
+        "episodes_per_s": done / elapsed,
+        "steps_per_s": steps / elapsed,
+        "mean_reward": reward / done,
+    }
 
 
 def cold_start(cache_dir: Path) -> dict[str, float]:
@@ -199,7 +219,9 @@ def measure(
             results["search"] = search_comparison(catalog, env, queries, baseline_queries)
         finally:
             env.close()
-        results["throughput"] = [expert_throughput(search_size, cache, n, max(throughput_episodes, 2 * n)) for n in concurrency]
+        results["throughput"] = [
+            expert_throughput(search_size, cache, n, max(throughput_episodes, 2 * n)) for n in concurrency
+        ]
         results["cold_start"] = cold_start(root / "cold")
     results["memory"] = memory_mib()
     results["load_average"]["end"] = os.getloadavg()
@@ -208,10 +230,22 @@ def measure(
 
 def run(quick: bool) -> dict[str, Any]:
     if quick:
-        return measure(build_sizes=[1_000, 10_000], search_size=10_000, queries=200, baseline_queries=20,
-                       episodes=50, throughput_episodes=256)
-    return measure(build_sizes=[1_000, 100_000, 1_000_000], search_size=100_000, queries=2_000,
-                   baseline_queries=20, episodes=300, throughput_episodes=2_000)
+        return measure(
+            build_sizes=[1_000, 10_000],
+            search_size=10_000,
+            queries=200,
+            baseline_queries=20,
+            episodes=50,
+            throughput_episodes=256,
+        )
+    return measure(
+        build_sizes=[1_000, 100_000, 1_000_000],
+        search_size=100_000,
+        queries=2_000,
+        baseline_queries=20,
+        episodes=300,
+        throughput_episodes=2_000,
+    )
 
 
 def render(results: dict[str, Any], console: Console) -> None:
@@ -219,24 +253,46 @@ def render(results: dict[str, Any], console: Console) -> None:
     for column in ("products", "build s", "documents s", "tantivy s", "CPU s", "size MiB"):
         table.add_column(column, justify="right")
     for row in results["build"]:
-        table.add_row(f"{row['products']:,}", f"{row['build_s']:.2f}", f"{row['documents_s']:.2f}",
-                      f"{row['index_s']:.2f}", f"{row['cpu_s']:.2f}", f"{row['size_mib']:.1f}")
+        table.add_row(
+            f"{row['products']:,}",
+            f"{row['build_s']:.2f}",
+            f"{row['documents_s']:.2f}",
+            f"{row['index_s']:.2f}",
+            f"{row['cpu_s']:.2f}",
+            f"{row['size_mib']:.1f}",
+        )
     console.print(table)
-    console.print("documents: generating the products and their text; tantivy: the rest of the build; "
-                  "CPU: all threads of the process, so a loaded machine shows in build s but less in CPU s")
+    console.print(
+        "documents: generating the products and their text; tantivy: the rest of the build; "
+        "CPU: all threads of the process, so a loaded machine shows in build s but less in CPU s"
+    )
 
     search = results["search"]
     table = Table(title=f"WebShop: search latency on goal instructions, {search['products']:,} products (ms)")
     for column in ("engine", "p50", "p99", "queries", "target in top 50", "build s"):
         table.add_column(column, justify="right" if column != "engine" else "left")
     ours, theirs = search["tantivy"], search["rank_bm25"]
-    table.add_row("tantivy (ours)", f"{ours['p50_us'] / 1000:.3f}", f"{ours['p99_us'] / 1000:.3f}", str(ours["n"]),
-                  f"{ours['target_in_top50']:.0%}", "see above")
-    table.add_row("rank-bm25", f"{theirs['p50_us'] / 1000:.1f}", f"{theirs['p99_us'] / 1000:.1f}", str(theirs["n"]),
-                  f"{theirs['target_in_top50']:.0%}", f"{theirs['build_s']:.1f}")
+    table.add_row(
+        "tantivy (ours)",
+        f"{ours['p50_us'] / 1000:.3f}",
+        f"{ours['p99_us'] / 1000:.3f}",
+        str(ours["n"]),
+        f"{ours['target_in_top50']:.0%}",
+        "see above",
+    )
+    table.add_row(
+        "rank-bm25",
+        f"{theirs['p50_us'] / 1000:.1f}",
+        f"{theirs['p99_us'] / 1000:.1f}",
+        str(theirs["n"]),
+        f"{theirs['target_in_top50']:.0%}",
+        f"{theirs['build_s']:.1f}",
+    )
     console.print(table)
-    console.print(f"p50 ratio rank-bm25 / tantivy: {theirs['p50_us'] / ours['p50_us']:,.0f}x; "
-                  f"tantivy's CPU time per search, p50: {ours['cpu_p50_us'] / 1000:.3f} ms")
+    console.print(
+        f"p50 ratio rank-bm25 / tantivy: {theirs['p50_us'] / ours['p50_us']:,.0f}x; "
+        f"tantivy's CPU time per search, p50: {ours['cpu_p50_us'] / 1000:.3f} ms"
+    )
 
     latency = results["latency"]
     table = Table(title=f"WebShop: env call latency, {latency['products']:,} products (ms)")
@@ -255,8 +311,12 @@ def render(results: dict[str, Any], console: Console) -> None:
             f"mean reward {throughput['mean_reward']:.3f} over {throughput['episodes']} episodes"
         )
     cold = results["cold_start"]
-    console.print(f"gym.make + reset of the default env in a new process: {cold['cold_s']:.2f} s with an empty cache, "
-                  f"{cold['warm_s']:.2f} s warm (imports excluded)")
+    console.print(
+        f"gym.make + reset of the default env in a new process: {cold['cold_s']:.2f} s with an empty cache, "
+        f"{cold['warm_s']:.2f} s warm (imports excluded)"
+    )
     memory, load = results["memory"], results["load_average"]
-    console.print(f"memory: this process {memory['self_mib']:.0f} MiB; load average (1, 5, 15 min) "
-                  f"at start {tuple(round(x, 1) for x in load['start'])}, at end {tuple(round(x, 1) for x in load['end'])}")
+    console.print(
+        f"memory: this process {memory['self_mib']:.0f} MiB; load average (1, 5, 15 min) "
+        f"at start {tuple(round(x, 1) for x in load['start'])}, at end {tuple(round(x, 1) for x in load['end'])}"
+    )

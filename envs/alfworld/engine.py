@@ -244,7 +244,9 @@ def _speed_up_textworld() -> None:
     fast_downward.pddl2sas = functools.lru_cache(maxsize=8)(fast_downward.pddl2sas)
 
     parse = textgen._parse_and_convert
-    cached_parse = functools.lru_cache(maxsize=4096)(lambda text, rule_name, trace: parse(text, rule_name=rule_name, trace=trace))
+    cached_parse = functools.lru_cache(maxsize=4096)(
+        lambda text, rule_name, trace: parse(text, rule_name=rule_name, trace=trace)
+    )
 
     def parse_and_convert(text: str, rule_name: str, trace: bool = False) -> Any:
         return copy.deepcopy(cached_parse(text, rule_name, trace))
@@ -292,7 +294,11 @@ class _Player:
 
     @staticmethod
     def _state(state: Any) -> dict[str, Any]:
-        return {"feedback": state.feedback, "won": bool(state["won"]), "admissible_commands": state["admissible_commands"]}
+        return {
+            "feedback": state.feedback,
+            "won": bool(state["won"]),
+            "admissible_commands": state["admissible_commands"],
+        }
 
     def ping(self) -> int:
         return os.getpid()

@@ -32,6 +32,13 @@ import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from agentfly_env.pool import Lease
+from agentfly_env.rewards import RewardResult, reward
+from agentfly_env.spaces import ToolCallSpace, ToolSpec
+from agentfly_env.tool_env import ToolEnv
+from agentfly_env.tools import tool
+from agentfly_env.turn import TurnReport
+from agentfly_env.types import ToolCall
 from agentfly_envs.alfworld.engine import (
     ENGINE_POOL,
     Engine,
@@ -41,14 +48,6 @@ from agentfly_envs.alfworld.engine import (
 )
 from agentfly_envs.alfworld.expert import next_command
 from agentfly_envs.alfworld.games import ALFWorldGames, GeneratedGames
-
-from agentfly_env.pool import Lease
-from agentfly_env.rewards import RewardResult, reward
-from agentfly_env.spaces import ToolCallSpace, ToolSpec
-from agentfly_env.tool_env import ToolEnv
-from agentfly_env.tools import tool
-from agentfly_env.turn import TurnReport
-from agentfly_env.types import ToolCall
 
 __all__ = ["ALFWorldEnv", "act", "admissible_commands", "game_won"]
 

@@ -69,7 +69,9 @@ class _State:
                 self.flags.add((name, args[0]))
 
 
-def next_command(facts: Iterable[Sequence[str]], names: Mapping[str, str], task_type: str, params: Mapping[str, Any]) -> str:
+def next_command(
+    facts: Iterable[Sequence[str]], names: Mapping[str, str], task_type: str, params: Mapping[str, Any]
+) -> str:
     """The expert's next command.
 
     Args:

@@ -33,15 +33,15 @@ from pathlib import Path
 from typing import Any
 
 import alfworld.gen.constants as alfred
+
+from agentfly_env.files import atomic_path
+from agentfly_env.tasks import TaskSource
 from agentfly_envs.alfworld.generator import (
     GENERATOR_VERSION,
     TASK_TYPES,
     alfworld_logic,
     generate_game,
 )
-
-from agentfly_env.files import atomic_path
-from agentfly_env.tasks import TaskSource
 
 __all__ = ["SPLITS", "SPLIT_ALIASES", "ALFWorldGames", "GeneratedGames", "cache_root", "resolve_split", "write_atomic"]
 
@@ -179,7 +179,9 @@ class ALFWorldGames(TaskSource):
         FileNotFoundError: the split's folder is missing, or holds no playable game.
     """
 
-    def __init__(self, data_path: str | os.PathLike[str], split: str = "train", *, task_types: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, data_path: str | os.PathLike[str], split: str = "train", *, task_types: Sequence[str] | None = None
+    ) -> None:
         self.split = resolve_split(split)
         root = Path(data_path).expanduser()
         if (root / "json_2.1.1").is_dir():

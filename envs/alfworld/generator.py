@@ -186,7 +186,9 @@ def floor_plans() -> dict[int, FloorPlan]:
                     alfred_id = "|".join([kind.replace("Basin", ""), *map(_coordinate, (x, abs(y), z))])
                     if kind.endswith("Basin"):
                         alfred_id += f"|{kind}"
-                    location = _location(round(x / 0.25), round(z / 0.25), rng.randrange(4), rng.choice((0, 30, 45, 60)))
+                    location = _location(
+                        round(x / 0.25), round(z / 0.25), rng.randrange(4), rng.choice((0, 30, 45, 60))
+                    )
                     receptacles.append(Receptacle(alfred_id, kind, location))
             plans[scene] = FloorPlan(scene, room, tuple(receptacles), object_types)
     return plans
@@ -293,9 +295,11 @@ class GeneratedGame:
             for otype in sorted(item_types & alfred.VAL_RECEPTACLE_OBJECTS[rtype]):
                 facts.append(f"(canContain {rtype}Type {otype}Type)")
         params = self.pddl_params
-        goal = GOALS[self.task_type]["pddl"].format(
-            obj=params["object_target"], recep=params["parent_target"], toggle=params["toggle_target"]
-        ).replace("#", "-")
+        goal = (
+            GOALS[self.task_type]["pddl"]
+            .format(obj=params["object_target"], recep=params["parent_target"], toggle=params["toggle_target"])
+            .replace("#", "-")
+        )
         indent = "\n        "
         return (
             f"\n(define (problem plan_{self.trial_id})\n(:domain alfred)\n(:objects\n        "
@@ -373,9 +377,7 @@ def _new_id(rng: random.Random, kind: str, near: Receptacle, taken: set[str]) ->
             return alfred_id
 
 
-def _furnish(
-    rng: random.Random, plan: FloorPlan, task_type: str, target: str, parent: str, toggle: str
-) -> list[Item]:
+def _furnish(rng: random.Random, plan: FloorPlan, task_type: str, target: str, parent: str, toggle: str) -> list[Item]:
     """Place the scene's objects: one to three of each kind, each in a receptacle that can hold it.
 
     The target kind gets at least as many instances as the task needs, none of them starting in a
@@ -433,13 +435,13 @@ def _walkthrough(game: GeneratedGame) -> list[str]:
         arrive(lamp.receptacle)
         steps.append(f"use {names[lamp.id]}")
         return steps
-    destination = min(
-        (r for r in plan.receptacles if r.type == params["parent_target"]), key=lambda r: names[r.id]
-    )
+    destination = min((r for r in plan.receptacles if r.type == params["parent_target"]), key=lambda r: names[r.id])
     for item in targets[: 2 if game.task_type == "pick_two_obj_and_place" else 1]:
         fetch(item)
         if game.task_type in APPLIANCE:
-            appliance = min((r for r in plan.receptacles if r.type == APPLIANCE[game.task_type]), key=lambda r: names[r.id])
+            appliance = min(
+                (r for r in plan.receptacles if r.type == APPLIANCE[game.task_type]), key=lambda r: names[r.id]
+            )
             arrive(appliance)  # the appliance works closed
             verb = {"SinkBasin": "clean", "Microwave": "heat", "Fridge": "cool"}[appliance.type]
             steps.append(f"{verb} {names[item.id]} with {names[appliance.id]}")
@@ -492,4 +494,3 @@ def generate_game(seed: int, task_type: str, *, scenes: Sequence[int] | None = N
     game = GeneratedGame(seed, task_type, scene, plan.room, params, goal, items, start)
     game.walkthrough = _walkthrough(game)
     return game
-

@@ -71,9 +71,7 @@ def _asserts(node: ast.AST) -> bool:
     """Whether a statement checks something: an assert whose condition is not a constant."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return False  # defining a helper tests nothing yet
-    return any(
-        isinstance(inner, ast.Assert) and not isinstance(inner.test, ast.Constant) for inner in ast.walk(node)
-    )
+    return any(isinstance(inner, ast.Assert) and not isinstance(inner.test, ast.Constant) for inner in ast.walk(node))
 
 
 def _step(node: ast.stmt) -> GradingStep:
@@ -238,7 +236,9 @@ class Grade(msgspec.Struct, kw_only=True):
         details: dict[str, Any] = {"tests_passed": self.passed, "tests_total": self.total, "failures": self.failures}
         if self.error is not None:
             details["error"] = self.error
-        return RewardResult(self.score, {"tests_passed": self.score}, success=self.passed == self.total > 0, details=details)
+        return RewardResult(
+            self.score, {"tests_passed": self.score}, success=self.passed == self.total > 0, details=details
+        )
 
 
 async def grade(
@@ -275,7 +275,11 @@ async def grade(
     if error is not None:
         return failed(error=str(error))
     tests = [step.source for step in plan.steps if step.kind == "test"]
-    failures = [{"test": source[:300], "error": str(message)} for source, message in zip(tests, results) if message is not None]
+    failures = [
+        {"test": source[:300], "error": str(message)} for source, message in zip(tests, results) if message is not None
+    ]
     if outcome.get("setup_errors"):
         failures.insert(0, {"test": "(setup)", "error": "; ".join(map(str, outcome["setup_errors"]))[:300]})
-    return Grade(passed=sum(message is None for message in results), total=plan.total, failures=failures[:MAX_FAILURES_SHOWN])
+    return Grade(
+        passed=sum(message is None for message in results), total=plan.total, failures=failures[:MAX_FAILURES_SHOWN]
+    )

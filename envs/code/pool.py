@@ -42,6 +42,7 @@ SANDBOX_POOL = "code_sandbox"
 #: nothing until it is used; each takes about 12 MiB (PSS).
 DEFAULT_POOL_CONFIG = PoolConfig(size=256, prewarm=0, max_uses=256, acquire_timeout_s=120.0)
 
+
 def sandbox_spec(config: SandboxConfig | None = None) -> ResourceSpec[Sandbox]:
     """The hooks that make, reset, check and destroy sandboxes with ``config``."""
     return ResourceSpec(

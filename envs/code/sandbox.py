@@ -219,7 +219,9 @@ class SandboxConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             return found
         if self.if_missing == "subprocess":
             return None
-        raise SandboxUnavailable(f"bubblewrap (`{self.bwrap}`) was not found, so model code cannot be sandboxed. {INSTALL_HINT}")
+        raise SandboxUnavailable(
+            f"bubblewrap (`{self.bwrap}`) was not found, so model code cannot be sandboxed. {INSTALL_HINT}"
+        )
 
 
 # ----------------------------------------------------------------------------- replies
@@ -316,7 +318,12 @@ def host_interpreter() -> _Interpreter:
 
 _SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = (
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/nsswitch.conf", "/etc/mime.types",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/mime.types",
     "/etc/alternatives",  # symlinks that some of /usr/bin points through
     "/etc/fonts",  # for plotting libraries
 )
@@ -484,6 +491,8 @@ def _kill_live_sandboxes() -> None:
                 sandbox.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+
+
 _spawner: tuple[int, ThreadPoolExecutor] | None = None
 
 
@@ -708,7 +717,9 @@ class Sandbox:
         gid = self.uid if self.uid is not None else os.getegid()
         return {
             f"{SANDBOX_HOME}/worker.py": _data_fd(WORKER_SOURCE.read_bytes()),
-            "/etc/passwd": _data_fd(f"root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:/tmp:/bin/sh\n".encode()),
+            "/etc/passwd": _data_fd(
+                f"root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}:sandbox:/tmp:/bin/sh\n".encode()
+            ),
             "/etc/group": _data_fd(f"root:x:0:\nsandbox:x:{gid}:\n".encode()),
         }
 
@@ -830,4 +841,3 @@ class Sandbox:
             pass
         text = chunks.decode("utf-8", "replace").strip()[-2000:]
         return f": {text}" if text else ""
-

@@ -298,7 +298,13 @@ class Supervisor:
         pid = os.fork()
         if pid == 0:  # the session
             try:
-                targets = {0: os.open(os.devnull, os.O_RDONLY), 1: out_w, 2: err_w, REQUEST_FD: request_r, RESULT_FD: result_w}
+                targets = {
+                    0: os.open(os.devnull, os.O_RDONLY),
+                    1: out_w,
+                    2: err_w,
+                    REQUEST_FD: request_r,
+                    RESULT_FD: result_w,
+                }
                 # Copies above every target first, so no dup2 below overwrites a source still needed.
                 high = {fd: fcntl.fcntl(source, fcntl.F_DUPFD, 16) for fd, source in targets.items()}
                 for fd, source in high.items():
@@ -402,7 +408,9 @@ class Supervisor:
         crashed = None
         if result is None:
             status = self.end()
-            crashed = self._crash_reason(status) if problem == "exited" else f"the Python process {problem} and was stopped"
+            crashed = (
+                self._crash_reason(status) if problem == "exited" else f"the Python process {problem} and was stopped"
+            )
             # faulthandler's stack of a crash ends in this file's frames: the model needs its own only.
             stderr = captures["stderr"]
             kept = b"".join(line for line in stderr.data.splitlines(keepends=True) if __file__.encode() not in line)

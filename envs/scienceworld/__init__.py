@@ -22,7 +22,13 @@ Example:
 from agentfly_env.extras import requires_extra
 
 with requires_extra("scienceworld", "scienceworld", "py4j", feature="AgentFly/ScienceWorld-v0"):
-    from agentfly_envs.scienceworld.engine import EngineFailure, GameState, JvmConfig, ScienceWorldEngine, SimulatorError
+    from agentfly_envs.scienceworld.engine import (
+        EngineFailure,
+        GameState,
+        JvmConfig,
+        ScienceWorldEngine,
+        SimulatorError,
+    )
     from agentfly_envs.scienceworld.env import ScienceWorldEnv
     from agentfly_envs.scienceworld.pool import DEFAULT_POOL_CONFIG, ENGINE_POOL, engine_pool, engine_spec
     from agentfly_envs.scienceworld.tasks import SPLITS, ScienceWorldTasks, resolve_task, task_names, variations

@@ -58,7 +58,10 @@ T = TypeVar("T")
 #: Inputs the server answers itself, before any time step (help texts and the task description).
 _SERVER_COMMANDS = frozenset({"help", "objects", "task"})
 #: The server's answer to an action the simulator answered with nothing.
-_EMPTY_ANSWER = "Unknown action.  Type 'help' for a list of actions, and 'objects' for a list of possible object referents. "
+_EMPTY_ANSWER = (
+    "Unknown action.  Type 'help' for a list of actions, and 'objects' for a list of possible object referents. "
+)
+
 
 @dataclass(frozen=True)
 class JvmConfig:
@@ -416,7 +419,10 @@ class ScienceWorldEngine:
         def run() -> tuple[int, int, int]:
             self._load_world(task, 0, "", False)
             count = int(self._server.getTaskMaxVariations(task))
-            dev, test = self._java_list(self._server.getVariationsDev()), self._java_list(self._server.getVariationsTest())
+            dev, test = (
+                self._java_list(self._server.getVariationsDev()),
+                self._java_list(self._server.getVariationsTest()),
+            )
             return count, min(dev), min(test)
 
         return self._run(run)

@@ -77,9 +77,19 @@ _gold_cache: collections.OrderedDict[tuple[str, int, str], tuple[str, ...]] = co
     examples=[
         {"command": command}
         for command in (
-            "look around", "open door to kitchen", "go to kitchen", "pick up thermometer", "look at stove",
-            "open cupboard", "move metal pot to sink", "activate sink", "use thermometer on water",
-            "focus on water", "inventory", "wait1", "task",
+            "look around",
+            "open door to kitchen",
+            "go to kitchen",
+            "pick up thermometer",
+            "look at stove",
+            "open cupboard",
+            "move metal pot to sink",
+            "activate sink",
+            "use thermometer on water",
+            "focus on water",
+            "inventory",
+            "wait1",
+            "task",
         )
     ],
 )

@@ -32,6 +32,7 @@ ENGINE_POOL = "scienceworld"
 #: Defaults of an engine pool (one JVM per core, up to 4); a manager's config overrides them.
 DEFAULT_POOL_CONFIG = PoolConfig(size=max(1, min(4, os.cpu_count() or 1)), max_uses=256, acquire_timeout_s=300.0)
 
+
 def engine_spec(config: JvmConfig | None = None) -> ResourceSpec[ScienceWorldEngine]:
     """The hooks that start, check and kill simulator JVMs with ``config`` (run in worker threads)."""
     return ResourceSpec(

@@ -85,7 +85,11 @@ class TaskVariations:
 
     def split(self, split: Split) -> range:
         """The variation indices of one split."""
-        bounds = {"train": (0, self.dev_start), "dev": (self.dev_start, self.test_start), "test": (self.test_start, self.count)}
+        bounds = {
+            "train": (0, self.dev_start),
+            "dev": (self.dev_start, self.test_start),
+            "test": (self.test_start, self.count),
+        }
         if split not in bounds:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         return range(*bounds[split])
@@ -140,7 +144,9 @@ class ScienceWorldTasks(TaskSource):
         simplifications: Comma-separated simplifications or ``"easy"`` (see :data:`SIMPLIFICATIONS`).
     """
 
-    def __init__(self, tasks: str | Sequence[str] | None = None, *, split: Split = "train", simplifications: str = "") -> None:
+    def __init__(
+        self, tasks: str | Sequence[str] | None = None, *, split: Split = "train", simplifications: str = ""
+    ) -> None:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         chosen = [tasks] if isinstance(tasks, str) else list(tasks) if tasks is not None else task_names()

@@ -26,7 +26,14 @@ from agentfly_env.extras import requires_extra
 
 with requires_extra("search", "tantivy", feature="AgentFly/Search-v0"):
     from agentfly_envs.search.answers import exact_match, f1_score, normalize_answer
-    from agentfly_envs.search.corpus import CorpusFile, CorpusFormatError, CorpusSource, Passage, iter_corpus, write_corpus
+    from agentfly_envs.search.corpus import (
+        CorpusFile,
+        CorpusFormatError,
+        CorpusSource,
+        Passage,
+        iter_corpus,
+        write_corpus,
+    )
     from agentfly_envs.search.env import SearchEnv
     from agentfly_envs.search.generate import Encyclopedia
     from agentfly_envs.search.index import BM25Index, Hit, ensure_index

@@ -109,7 +109,7 @@ def decode_passage(line: bytes, where: str) -> Passage:
     try:
         raw = _DECODER.decode(line)
     except msgspec.ValidationError as error:
-        raise CorpusFormatError(f"{where}: not a corpus passage ({error}); expected {{\"id\", \"contents\"}}") from None
+        raise CorpusFormatError(f'{where}: not a corpus passage ({error}); expected {{"id", "contents"}}') from None
     except msgspec.DecodeError as error:
         raise CorpusFormatError(f"{where}: not valid JSON ({error})") from None
     if raw.contents is not None:
@@ -117,7 +117,7 @@ def decode_passage(line: bytes, where: str) -> Passage:
     elif raw.title is not None and raw.text is not None:
         title, text = raw.title, raw.text
     else:
-        raise CorpusFormatError(f"{where}: a passage needs \"contents\" (or \"title\" and \"text\")")
+        raise CorpusFormatError(f'{where}: a passage needs "contents" (or "title" and "text")')
     if not title and not text:
         raise CorpusFormatError(f"{where}: the passage is empty")
     return Passage(str(raw.id), title, text)

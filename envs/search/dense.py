@@ -188,8 +188,14 @@ def ensure_dense_index(
             raise ValueError(f"{source.description}: streamed {row} passages, the BM25 index has {num_passages}")
         matrix.flush()
         del matrix
-        meta = {"format": DENSE_FORMAT, "fingerprint": fingerprint, "model": encoder.name, "passages": row,
-                "dimension": encoder.dimension, "build_seconds": round(time.perf_counter() - started, 3)}
+        meta = {
+            "format": DENSE_FORMAT,
+            "fingerprint": fingerprint,
+            "model": encoder.name,
+            "passages": row,
+            "dimension": encoder.dimension,
+            "build_seconds": round(time.perf_counter() - started, 3),
+        }
         (directory / META_FILE).write_text(json.dumps(meta, indent=2))
 
     path = build_atomically(index_dir, name, build).resolve()

@@ -159,7 +159,9 @@ class SearchEnv(ToolEnv):
         examples = [task_source[i]["question"] for i in range(min(8, len(task_source)))]
         offered = []
         if "retrieve" in tools:
-            offered.append(retrieve_tool(self.retriever, top_k=top_k, passage_chars=passage_chars, example_queries=examples))
+            offered.append(
+                retrieve_tool(self.retriever, top_k=top_k, passage_chars=passage_chars, example_queries=examples)
+            )
         self.web_provider = make_provider(web_search_provider, self.retriever) if "web_search" in tools else None
         if self.web_provider is not None:
             offered.append(
@@ -196,8 +198,11 @@ class SearchEnv(ToolEnv):
             assert isinstance(self.cache, ScopedCache)
             self.cache = ScopedCache(MemoryCache(), self.cache.scope)
         observation, info = await super()._reset(seed, options)
-        info["corpus"] = {"passages": self.index.num_docs, "fingerprint": self.index.meta["fingerprint"],
-                          "retrieval": self.retriever.name}
+        info["corpus"] = {
+            "passages": self.index.num_docs,
+            "fingerprint": self.index.meta["fingerprint"],
+            "retrieval": self.retriever.name,
+        }
         return observation, info
 
     async def _step(self, action: str) -> Transition:

@@ -81,69 +81,111 @@ class Attribute:
 ATTRIBUTES: dict[str, dict[str, Attribute]] = {
     "country": {
         "capital": Attribute(
-            "{name} is a nation governed from {value}.", rf"governed from {_VALUE}",
-            "What is the capital of {x}?", "capital", target="city", phrase="the capital of {x}",
+            "{name} is a nation governed from {value}.",
+            rf"governed from {_VALUE}",
+            "What is the capital of {x}?",
+            "capital",
+            target="city",
+            phrase="the capital of {x}",
         ),
         "currency": Attribute(
-            "Payments there are made in the {value}.", rf"made in the {_VALUE}",
-            "What is the currency of {x}?", "currency",
+            "Payments there are made in the {value}.",
+            rf"made in the {_VALUE}",
+            "What is the currency of {x}?",
+            "currency",
         ),
         "language": Attribute(
-            "Most people there speak {value}.", rf"people there speak {_VALUE}",
-            "What language is mostly used in {x}?", "language",
+            "Most people there speak {value}.",
+            rf"people there speak {_VALUE}",
+            "What language is mostly used in {x}?",
+            "language",
         ),
     },
     "city": {
         "country": Attribute(
-            "{name} is a town of {value}.", rf"is a town of {_VALUE}",
-            "In which country is {x}?", "city country", target="country", phrase="the country in which {x} lies",
+            "{name} is a town of {value}.",
+            rf"is a town of {_VALUE}",
+            "In which country is {x}?",
+            "city country",
+            target="country",
+            phrase="the country in which {x} lies",
         ),
         "founded": Attribute(
-            "Its first charter dates from {value}.", rf"charter dates from {_YEAR}", "In what year was {x} founded?",
+            "Its first charter dates from {value}.",
+            rf"charter dates from {_YEAR}",
+            "In what year was {x} founded?",
             "founded",
         ),
         "population": Attribute(
-            "It has {value} inhabitants.", r"has (?P<value>\d[\d,]*\d) inhabitants", "What is the population of {x}?",
+            "It has {value} inhabitants.",
+            r"has (?P<value>\d[\d,]*\d) inhabitants",
+            "What is the population of {x}?",
             "population",
         ),
         "river": Attribute(
-            "It stands on the banks of the {value}.", rf"banks of the {_VALUE}",
-            "Which river flows through {x}?", "river",
+            "It stands on the banks of the {value}.",
+            rf"banks of the {_VALUE}",
+            "Which river flows through {x}?",
+            "river",
         ),
     },
     "organisation": {
         "founded": Attribute(
-            "{name} opened its doors in {value}.", rf"opened its doors in {_YEAR}", "In what year was {x} founded?",
+            "{name} opened its doors in {value}.",
+            rf"opened its doors in {_YEAR}",
+            "In what year was {x} founded?",
             "founded",
         ),
         "founder": Attribute(
-            "It was set up by {value}.", rf"set up by {_VALUE}", "Who founded {x}?", "founder",
-            target="person", phrase="the founder of {x}",
+            "It was set up by {value}.",
+            rf"set up by {_VALUE}",
+            "Who founded {x}?",
+            "founder",
+            target="person",
+            phrase="the founder of {x}",
         ),
         "headquarters": Attribute(
-            "Its main offices stand in {value}.", rf"main offices stand in {_VALUE}",
-            "In which city is {x} headquartered?", "headquarters", target="city",
+            "Its main offices stand in {value}.",
+            rf"main offices stand in {_VALUE}",
+            "In which city is {x} headquartered?",
+            "headquarters",
+            target="city",
             phrase="the city where {x} is headquartered",
         ),
         "industry": Attribute(
-            "It trades in {value}.", rf"trades in {_VALUE}", "In which industry is {x} active?", "industry",
+            "It trades in {value}.",
+            rf"trades in {_VALUE}",
+            "In which industry is {x} active?",
+            "industry",
         ),
     },
     "person": {
         "birth_year": Attribute(
-            "{name} was born in {value}.", rf"was born in {_YEAR}", "In what year was {x} born?", "born",
+            "{name} was born in {value}.",
+            rf"was born in {_YEAR}",
+            "In what year was {x} born?",
+            "born",
         ),
         "birthplace": Attribute(
-            "{He} is a native of {value}.", rf"is a native of {_VALUE}", "In which city was {x} born?",
-            "native of", target="city", phrase="the city where {x} was born",
+            "{He} is a native of {value}.",
+            rf"is a native of {_VALUE}",
+            "In which city was {x} born?",
+            "native of",
+            target="city",
+            phrase="the city where {x} was born",
         ),
         "occupation": Attribute(
-            "{He} worked as {a} {value}.", rf"worked as an? {_VALUE}", "What was the occupation of {x}?",
+            "{He} worked as {a} {value}.",
+            rf"worked as an? {_VALUE}",
+            "What was the occupation of {x}?",
             "worked as",
         ),
         "employer": Attribute(
-            "For most of {his} career {he} served {value}.", rf"career (?:he|she) served {_VALUE}",
-            "Which organisation employed {x}?", "employed by", target="organisation",
+            "For most of {his} career {he} served {value}.",
+            rf"career (?:he|she) served {_VALUE}",
+            "Which organisation employed {x}?",
+            "employed by",
+            target="organisation",
             phrase="the organisation that employed {x}",
         ),
     },
@@ -175,26 +217,86 @@ FILLERS: dict[str, tuple[str, ...]] = {
     ),
 }
 TOPICS = (
-    "a treatise on tidal mills", "a long study of lichens", "a collection of lantern designs",
-    "a survey of mountain passes", "a dispute over canal tolls", "an atlas of coastal winds",
-    "a set of bronze bells", "a catalogue of migratory birds", "a festival of paper kites",
-    "an essay on the weaving of sailcloth", "a bridge of white stone", "a feud with a rival guild",
-    "a garden of medicinal herbs", "a chronicle of harsh winters", "an archive of folk songs",
+    "a treatise on tidal mills",
+    "a long study of lichens",
+    "a collection of lantern designs",
+    "a survey of mountain passes",
+    "a dispute over canal tolls",
+    "an atlas of coastal winds",
+    "a set of bronze bells",
+    "a catalogue of migratory birds",
+    "a festival of paper kites",
+    "an essay on the weaving of sailcloth",
+    "a bridge of white stone",
+    "a feud with a rival guild",
+    "a garden of medicinal herbs",
+    "a chronicle of harsh winters",
+    "an archive of folk songs",
     "a reform of the postal routes",
 )
 OCCUPATIONS = (
-    "architect", "astronomer", "botanist", "cartographer", "chemist", "composer", "engineer", "glassblower",
-    "historian", "illustrator", "jurist", "linguist", "mathematician", "navigator", "novelist", "painter",
-    "pharmacist", "philosopher", "photographer", "physician", "playwright", "poet", "sculptor", "shipwright",
-    "surveyor", "translator", "violinist", "watchmaker", "weaver", "zoologist",
+    "architect",
+    "astronomer",
+    "botanist",
+    "cartographer",
+    "chemist",
+    "composer",
+    "engineer",
+    "glassblower",
+    "historian",
+    "illustrator",
+    "jurist",
+    "linguist",
+    "mathematician",
+    "navigator",
+    "novelist",
+    "painter",
+    "pharmacist",
+    "philosopher",
+    "photographer",
+    "physician",
+    "playwright",
+    "poet",
+    "sculptor",
+    "shipwright",
+    "surveyor",
+    "translator",
+    "violinist",
+    "watchmaker",
+    "weaver",
+    "zoologist",
 )
 INDUSTRIES = (
-    "shipbuilding", "textiles", "publishing", "glassmaking", "rail transport", "brewing", "mining", "banking",
-    "printing", "clockmaking", "pharmaceuticals", "telegraphy", "porcelain", "insurance", "aviation", "salt trade",
+    "shipbuilding",
+    "textiles",
+    "publishing",
+    "glassmaking",
+    "rail transport",
+    "brewing",
+    "mining",
+    "banking",
+    "printing",
+    "clockmaking",
+    "pharmaceuticals",
+    "telegraphy",
+    "porcelain",
+    "insurance",
+    "aviation",
+    "salt trade",
 )
 ORGANISATION_KINDS = (
-    "Institute", "Works", "Company", "Society", "Foundry", "Press", "Bank", "Academy", "Observatory", "Guild",
-    "Trading House", "Conservatory",
+    "Institute",
+    "Works",
+    "Company",
+    "Society",
+    "Foundry",
+    "Press",
+    "Bank",
+    "Academy",
+    "Observatory",
+    "Guild",
+    "Trading House",
+    "Conservatory",
 )
 CITY_SUFFIXES = ("mouth", "holm", "ford", "haven", "bury", "stead", "wick", "gate", "mere", "port", "dale", "crest")
 COUNTRY_SUFFIXES = ("aria", "land", "onia", "mark", "istan")
@@ -202,8 +304,34 @@ CURRENCY_UNITS = ("crown", "mark", "florin", "dinar", "thaler", "sol", "ducat", 
 LANGUAGE_SUFFIXES = ("ish", "ese", "ic", "ian", "i")
 PRONOUNS = ({"he": "he", "his": "his", "He": "He"}, {"he": "she", "his": "her", "He": "She"})
 
-_ONSETS = ("b", "br", "c", "d", "dr", "f", "g", "gr", "h", "k", "l", "m", "n", "p", "r", "s", "st", "t", "th",
-           "v", "z", "qu", "w", "y", "sk", "tr")
+_ONSETS = (
+    "b",
+    "br",
+    "c",
+    "d",
+    "dr",
+    "f",
+    "g",
+    "gr",
+    "h",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "st",
+    "t",
+    "th",
+    "v",
+    "z",
+    "qu",
+    "w",
+    "y",
+    "sk",
+    "tr",
+)
 _VOWELS = ("a", "e", "i", "o", "u", "a", "e", "o", "ai", "ou", "ia")
 _CODAS = ("", "", "", "n", "r", "l", "s", "th", "m", "nd", "rk", "x")
 
@@ -311,8 +439,16 @@ class Encyclopedia:
         city_roots = math.ceil(cities * 1.5 / len(CITY_SUFFIXES)) + 1
         org_roots = math.ceil(organisations * 1.5 / len(ORGANISATION_KINDS)) + 1
         rivers = cities // 3 + 1
-        sizes = {"given": given, "family": family, "city": city_roots, "org": org_roots, "country": countries,
-                 "currency": countries, "language": countries, "river": rivers}
+        sizes = {
+            "given": given,
+            "family": family,
+            "city": city_roots,
+            "org": org_roots,
+            "country": countries,
+            "currency": countries,
+            "language": countries,
+            "river": rivers,
+        }
         words = _words(rng, sum(sizes.values()))
         self._words: dict[str, list[str]] = {}
         for name, size in sizes.items():
@@ -336,7 +472,9 @@ class Encyclopedia:
         self.person_employer = rng.integers(organisations, size=people)
         self.person_pronoun = rng.integers(2, size=people)
         self.org_founder = rng.integers(people, size=organisations)
-        self.org_founded = np.minimum(self.person_birth[self.org_founder] + rng.integers(22, 70, size=organisations), 2015)
+        self.org_founded = np.minimum(
+            self.person_birth[self.org_founder] + rng.integers(22, 70, size=organisations), 2015
+        )
         self.org_headquarters = rng.integers(cities, size=organisations)
         self.org_industry = rng.integers(len(INDUSTRIES), size=organisations)
         # Wording: the order of the middle sentences, the closing sentence, its topic and city.
@@ -425,7 +563,9 @@ class Encyclopedia:
         """The encyclopedia passage about one entity."""
         kind, local = self.kind(entity)
         name = self.name(kind, local)
-        pronouns = PRONOUNS[int(self.person_pronoun[local])] if kind == "person" else {"he": "it", "his": "its", "He": "It"}
+        pronouns = (
+            PRONOUNS[int(self.person_pronoun[local])] if kind == "person" else {"he": "it", "his": "its", "He": "It"}
+        )
         sentences = []
         for attribute_name, attribute in ATTRIBUTES[kind].items():
             value, _ = self.value(kind, local, attribute_name)

@@ -232,8 +232,14 @@ def progress_bar(source: CorpusSource, task: str, enabled: bool | None) -> Progr
     if enabled is None:
         enabled = sys.stderr.isatty()
     amount = DownloadColumn() if source.unit == "B" else MofNCompleteColumn()
-    columns = [SpinnerColumn(), TextColumn(f"{task} [bold]{source.description}[/]"), BarColumn(), amount,
-               TimeElapsedColumn(), TimeRemainingColumn()]
+    columns = [
+        SpinnerColumn(),
+        TextColumn(f"{task} [bold]{source.description}[/]"),
+        BarColumn(),
+        amount,
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    ]
     return Progress(*columns, console=Console(stderr=True), disable=not enabled)
 
 
@@ -310,8 +316,13 @@ def ensure_index(
             raise ValueError(f"{source.description}: the corpus has no passages")
         writer.commit()
         writer.wait_merging_threads()
-        meta = {"format": INDEX_FORMAT, "fingerprint": fingerprint, "corpus": source.description,
-                "passages": count, "build_seconds": round(time.perf_counter() - started, 3)}
+        meta = {
+            "format": INDEX_FORMAT,
+            "fingerprint": fingerprint,
+            "corpus": source.description,
+            "passages": count,
+            "build_seconds": round(time.perf_counter() - started, 3),
+        }
         (directory / META_FILE).write_text(json.dumps(meta, indent=2))
 
     return open_index(build_atomically(index_dir, name, build))

@@ -78,7 +78,7 @@ def load_qa(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 record = _DECODER.decode(line)
             except msgspec.ValidationError as error:
                 raise CorpusFormatError(
-                    f"{where}: not a QA record ({error}); expected {{\"question\": str, \"golden_answers\": [str, ...]}}"
+                    f'{where}: not a QA record ({error}); expected {{"question": str, "golden_answers": [str, ...]}}'
                 ) from None
             except msgspec.DecodeError as error:
                 raise CorpusFormatError(f"{where}: not valid JSON ({error})") from None

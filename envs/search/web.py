@@ -109,7 +109,9 @@ class LocalIndexProvider(SearchProvider):
         self.retriever = retriever
 
     async def search(self, query: str, k: int) -> list[WebResult]:
-        return [WebResult(hit.title, f"local://passage/{hit.id}", hit.text) for hit in await self.retriever.search(query, k)]
+        return [
+            WebResult(hit.title, f"local://passage/{hit.id}", hit.text) for hit in await self.retriever.search(query, k)
+        ]
 
 
 #: name -> factory(retriever) -> provider.
@@ -141,7 +143,11 @@ def format_web_results(results: Sequence[WebResult], source: str, snippet_chars:
         return f"No results from {source}. Try other keywords."
     lines = [f"Results from {source}:"]
     for number, result in enumerate(results, 1):
-        lines += [f"{number}. {shorten(result.title, 200)}", f"   {result.url}", f"   {shorten(result.snippet, snippet_chars)}"]
+        lines += [
+            f"{number}. {shorten(result.title, 200)}",
+            f"   {result.url}",
+            f"   {shorten(result.snippet, snippet_chars)}",
+        ]
     return "\n".join(lines)
 
 

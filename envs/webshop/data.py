@@ -95,12 +95,16 @@ def find_data_files(directory: str | os.PathLike[str], variant: Variant = "auto"
     """
     root = Path(directory).expanduser()
     if not root.is_dir():
-        raise DataError(f"{root}: not a directory (the WebShop data directory; set it with data_dir= or ${DATA_DIR_ENV})")
+        raise DataError(
+            f"{root}: not a directory (the WebShop data directory; set it with data_dir= or ${DATA_DIR_ENV})"
+        )
     if variant not in ("auto", "small", "all"):
         raise ValueError(f"data_variant must be 'auto', 'small' or 'all', got {variant!r}")
     if variant == "auto":
         variant = "small" if (root / PRODUCT_FILES["small"]).exists() else "all"
-    files = DataFiles(root / PRODUCT_FILES[variant], root / ATTRIBUTE_FILES[variant], root / HUMAN_GOALS_FILE, root / REVIEWS_FILE)
+    files = DataFiles(
+        root / PRODUCT_FILES[variant], root / ATTRIBUTE_FILES[variant], root / HUMAN_GOALS_FILE, root / REVIEWS_FILE
+    )
     for path in (files.products, files.attributes):
         if not path.is_file():
             raise DataError(f"{path}: file not found (expected the original setup's {path.name} in {root})")
@@ -178,7 +182,9 @@ class FileCatalog(Catalog):
         self._ordinals: dict[str, int] = {}
         for number, record in enumerate(records):
             if not isinstance(record, dict):
-                raise DataError(f"{self.files.products}: product {number}: expected an object, got {type(record).__name__}")
+                raise DataError(
+                    f"{self.files.products}: product {number}: expected an object, got {type(record).__name__}"
+                )
             raw = _convert(self.files.products, f"product {number} (asin {record.get('asin')!r})", record, RawProduct)
             if raw.asin == "nan" or len(raw.asin) > 10 or raw.asin in self._ordinals:
                 continue
@@ -203,7 +209,10 @@ class FileCatalog(Catalog):
         if not self.files.reviews.is_file():
             return {}
         records = _decode(self.files.reviews, _read(self.files.reviews), list)
-        converted = (_convert(self.files.reviews, f"record {number}", value, ReviewsRecord) for number, value in enumerate(records))
+        converted = (
+            _convert(self.files.reviews, f"record {number}", value, ReviewsRecord)
+            for number, value in enumerate(records)
+        )
         return {record.asin: record for record in converted}
 
     def _human_goals(self) -> dict[str, list[HumanGoalRecord]]:

@@ -166,8 +166,12 @@ class WebShopEnv(ToolEnv):
         if action_mode == "text" and parser is not None:
             raise ValueError("parser= applies to action_mode='tools'; the text mode reads search[...]/click[...]")
         self.catalog: Catalog = shared_catalog(
-            data_dir, data_variant=data_variant, num_products=num_products, catalog_seed=catalog_seed,
-            num_goals=num_goals, price_seed=price_seed,
+            data_dir,
+            data_variant=data_variant,
+            num_products=num_products,
+            catalog_seed=catalog_seed,
+            num_goals=num_goals,
+            price_seed=price_seed,
         )
         self.index = open_index(self.catalog, cache_dir)
         self.nouns = noun_extractor(title_nouns, spacy_model)
@@ -288,4 +292,3 @@ class WebShopEnv(ToolEnv):
                         return ToolCall("click", {"value": value})
             return ToolCall("click", {"value": BUY_NOW})
         return ToolCall("click", {"value": PREV_PAGE})  # a sub-page: back to the item
-

@@ -110,7 +110,13 @@ class GeneratedCatalog(Catalog):
     """
 
     def __init__(
-        self, num_products: int = 1000, *, seed: int = 0, num_goals: int = 3000, price_seed: int = 0, cache_size: int = 16_384
+        self,
+        num_products: int = 1000,
+        *,
+        seed: int = 0,
+        num_goals: int = 3000,
+        price_seed: int = 0,
+        cache_size: int = 16_384,
     ) -> None:
         super().__init__()
         if not 1 <= num_products < _ASIN_SPACE:
@@ -125,7 +131,9 @@ class GeneratedCatalog(Catalog):
         self.fingerprint = hashlib.blake2b(
             f"generated:{GENERATOR_VERSION}:{num_products}:{seed}".encode(), digest_size=16
         ).hexdigest()
-        self._asin_offset = int.from_bytes(hashlib.blake2b(f"asin:{seed}".encode(), digest_size=8).digest()) % _ASIN_SPACE
+        self._asin_offset = (
+            int.from_bytes(hashlib.blake2b(f"asin:{seed}".encode(), digest_size=8).digest()) % _ASIN_SPACE
+        )
         self._cached_product = functools.lru_cache(maxsize=cache_size)(self._make_product)
         self._cached_listing = functools.lru_cache(maxsize=cache_size)(self._make_listing)
         self._cache_size = cache_size
@@ -186,8 +194,17 @@ class GeneratedCatalog(Catalog):
         else:
             pricing = f"${price:,.2f}"
         return {
-            "asin": self.asin(ordinal), "draws": draws, "category": category, "kind": kind, "brand": brand, "model": model,
-            "attributes": attributes, "options": options, "quirk": quirk, "title": title, "pricing": pricing,
+            "asin": self.asin(ordinal),
+            "draws": draws,
+            "category": category,
+            "kind": kind,
+            "brand": brand,
+            "model": model,
+            "attributes": attributes,
+            "options": options,
+            "quirk": quirk,
+            "title": title,
+            "pricing": pricing,
         }
 
     def raw_product(self, ordinal: int) -> dict[str, Any]:
@@ -212,8 +229,10 @@ class GeneratedCatalog(Catalog):
         ]
         asin = design["asin"]
         customization: dict[str, Any] | str = {
-            name: [{"value": value, "image": f"https://images.example.com/{asin}/{index}.jpg"}
-                   for index, value in enumerate(values)]
+            name: [
+                {"value": value, "image": f"https://images.example.com/{asin}/{index}.jpg"}
+                for index, value in enumerate(values)
+            ]
             for name, values in design["options"].items()
         }
         if not customization:
@@ -247,7 +266,11 @@ class GeneratedCatalog(Catalog):
     def attribute_record(self, ordinal: int) -> dict[str, Any]:
         """Product ``ordinal``'s ``items_ins_v2*.json`` value: its attributes, and an instruction if it has goals."""
         design = self._design(ordinal)
-        record: dict[str, Any] = {"attributes": design["attributes"], "instruction": None, "instruction_attributes": None}
+        record: dict[str, Any] = {
+            "attributes": design["attributes"],
+            "instruction": None,
+            "instruction_attributes": None,
+        }
         goals = self._goals_by_product().get(ordinal)
         if goals:
             first = self._goal_record(ordinal, goals[0], design)
@@ -264,11 +287,13 @@ class GeneratedCatalog(Catalog):
         for _ in range(draws.below(4)):
             stars = 1 + draws.below(5)
             fill = {"noun": kind.noun, "use": kind.uses[draws.below(len(kind.uses))], "a": design["attributes"][0]}
-            reviews.append({
-                "title": REVIEW_TITLES[stars][draws.below(len(REVIEW_TITLES[stars]))],
-                "stars": stars,
-                "review": REVIEW_BODIES[stars][draws.below(len(REVIEW_BODIES[stars]))].format(**fill),
-            })
+            reviews.append(
+                {
+                    "title": REVIEW_TITLES[stars][draws.below(len(REVIEW_TITLES[stars]))],
+                    "stars": stars,
+                    "review": REVIEW_BODIES[stars][draws.below(len(REVIEW_BODIES[stars]))].format(**fill),
+                }
+            )
         return {"asin": design["asin"], "reviews": reviews}
 
     # ----------------------------------------------------------------- goals
@@ -309,7 +334,9 @@ class GeneratedCatalog(Catalog):
         phrases = []
         for name, value in options.items():
             value = value.lower().replace("/", " and ")
-            phrases.append(f"{value} color" if name == "color" else f"size {value}" if name == "size" else f"{value} {name}")
+            phrases.append(
+                f"{value} color" if name == "color" else f"size {value}" if name == "size" else f"{value} {name}"
+            )
         template = INSTRUCTIONS[number % len(INSTRUCTIONS)]
         return template.format(
             article=_article(attributes[0] if "{attributes} {noun}" in template else kind.noun),
@@ -338,7 +365,9 @@ class GeneratedCatalog(Catalog):
     def _make_product(self, ordinal: int) -> Product:
         design = self._design(ordinal)
         reviews = self.review_record(ordinal, design)["reviews"]
-        return parse_product(decode_product(self._raw(ordinal, design)), attributes=design["attributes"], reviews=reviews)
+        return parse_product(
+            decode_product(self._raw(ordinal, design)), attributes=design["attributes"], reviews=reviews
+        )
 
     def _make_listing(self, ordinal: int) -> tuple[str, str, str]:
         design = self._design(ordinal)

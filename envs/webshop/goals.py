@@ -86,14 +86,16 @@ def build_goals(catalog: Catalog, *, human: bool = True) -> list[dict[str, Any]]
                 if not attributes:
                     continue  # the original skips (and counts) these
                 upper, clause = price_cap(catalog.price(ordinal), caps)
-                goals.append({
-                    **target,
-                    "instruction_text": str(record["instruction"]).strip(".") + clause,
-                    "attributes": attributes,
-                    "price_upper": upper,
-                    "goal_options": list(record.get("instruction_options") or ()),
-                    "weight": 1.0,
-                })
+                goals.append(
+                    {
+                        **target,
+                        "instruction_text": str(record["instruction"]).strip(".") + clause,
+                        "attributes": attributes,
+                        "price_upper": upper,
+                        "goal_options": list(record.get("instruction_options") or ()),
+                        "weight": 1.0,
+                    }
+                )
             continue
         record = records[0]
         attributes = list(record.get("instruction_attributes") or ())
@@ -105,13 +107,15 @@ def build_goals(catalog: Catalog, *, human: bool = True) -> list[dict[str, Any]]
             chosen = dict(zip(names, combination, strict=True))
             option_text = ", and ".join(f"{name}: {value}" for name, value in chosen.items())
             option_text = f" with {option_text}" if option_text else ""
-            goals.append({
-                **target,
-                "instruction_text": f"{record['instruction']}{option_text}{clause}",
-                "attributes": attributes,
-                "price_upper": upper,
-                "goal_options": chosen,
-            })
+            goals.append(
+                {
+                    **target,
+                    "instruction_text": f"{record['instruction']}{option_text}{clause}",
+                    "attributes": attributes,
+                    "price_upper": upper,
+                    "goal_options": chosen,
+                }
+            )
     if not human:
         counts = Counter(attribute for goal in goals for attribute in goal["attributes"])
         for goal in goals:
@@ -123,7 +127,12 @@ def build_goals(catalog: Catalog, *, human: bool = True) -> list[dict[str, Any]]
 def split_range(count: int, split: Split) -> range:
     """The goal positions of ``split`` in a shuffled list of ``count`` goals."""
     test_end, eval_end = min(SPLIT_ENDS[0], count // 6), min(SPLIT_ENDS[1], count // 2)
-    ranges = {"test": range(test_end), "eval": range(test_end, eval_end), "train": range(eval_end, count), "all": range(count)}
+    ranges = {
+        "test": range(test_end),
+        "eval": range(test_end, eval_end),
+        "train": range(eval_end, count),
+        "all": range(count),
+    }
     if split not in ranges:
         raise ValueError(f"split must be one of {sorted(ranges)}, got {split!r}")
     return ranges[split]
@@ -161,7 +170,12 @@ class GoalTasks(TaskSource):
     def __getitem__(self, index: int) -> dict[str, Any]:
         position = self.positions[index]
         goal = self.goals[position]
-        return {"id": f"{self.split}/{position}", "prompt": goal["instruction_text"], "goal": dict(goal), "goal_index": position}
+        return {
+            "id": f"{self.split}/{position}",
+            "prompt": goal["instruction_text"],
+            "goal": dict(goal),
+            "goal_index": position,
+        }
 
     def sample(self, rng: np.random.Generator) -> dict[str, Any]:
         if self._cumulative is None:

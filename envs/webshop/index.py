@@ -118,7 +118,9 @@ class SearchIndex:
         self._schema = self._index.schema
         self._searcher = self._index.searcher()
         if self._searcher.num_docs != self.manifest["num_docs"]:
-            raise ValueError(f"{path} holds {self._searcher.num_docs} documents, its manifest says {self.manifest['num_docs']}")
+            raise ValueError(
+                f"{path} holds {self._searcher.num_docs} documents, its manifest says {self.manifest['num_docs']}"
+            )
 
     def __len__(self) -> int:
         return self._searcher.num_docs
@@ -136,8 +138,10 @@ class SearchIndex:
             return []
         # One optional clause per term, repeats included, as a Lucene bag-of-words query scores them.
         query = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "contents", term, index_option="freq"))
-             for term in terms]
+            [
+                (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "contents", term, index_option="freq"))
+                for term in terms
+            ]
         )
         hits = self._searcher.search(query, limit, count=False).hits
         ordinals = self._searcher.fast_field_values("ordinal", [address for _, address in hits])

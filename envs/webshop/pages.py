@@ -199,7 +199,11 @@ class Session:
             return [_Segment("WebShop"), *header, _Segment("Search", "button")]
         if self.page == "done":
             score = "" if self.score is None else f"{self.score:g}"
-            return [_Segment("Thank you for shopping with us!"), _Segment("Your score (min 0.0, max 1.0)"), _Segment(score)]
+            return [
+                _Segment("Thank you for shopping with us!"),
+                _Segment("Your score (min 0.0, max 1.0)"),
+                _Segment(score),
+            ]
         if self.page == "results":
             total = f"Page {self.page_number} (Total results: {len(self.results)})"
             segments = [*header, buttons[0], _Segment(total), *buttons[1:]]
@@ -214,7 +218,11 @@ class Session:
             for name, values in product.options.items():
                 segments.append(_Segment(name))
                 segments += [_Segment(value, "option", self.options.get(name) == value) for value in values]
-            segments += [_Segment(product.title), _Segment(f"Price: {product.price_tag}"), _Segment(f"Rating: {product.rating}")]
+            segments += [
+                _Segment(product.title),
+                _Segment(f"Price: {product.price_tag}"),
+                _Segment(f"Rating: {product.rating}"),
+            ]
             return segments + buttons[2:]
         if self.page == "description":
             return segments + [_Segment(product.description or "No Description")]

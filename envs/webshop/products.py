@@ -156,7 +156,9 @@ def parse_price(pricing: str | None) -> tuple[tuple[float, ...], str]:
     return prices[:2], f"${prices[0]} to ${prices[1]}"
 
 
-def _parse_options(raw: dict[str, list[RawOption] | None] | str | None) -> tuple[dict[str, list[str]], dict[str, str | None]]:
+def _parse_options(
+    raw: dict[str, list[RawOption] | None] | str | None,
+) -> tuple[dict[str, list[str]], dict[str, str | None]]:
     options: dict[str, list[str]] = {}
     images: dict[str, str | None] = {}
     if not isinstance(raw, dict):  # "" (or null) means the product has no options
@@ -219,4 +221,6 @@ def parse_product(
 def _review(record: Mapping[str, Any]) -> Review:
     """A review record in either of the original's spellings (``stars``/``review`` or ``score``/``body``)."""
     score = record.get("score", record.get("stars", ""))
-    return Review(title=str(record.get("title", "")), score=score, body=str(record.get("body", record.get("review", ""))))
+    return Review(
+        title=str(record.get("title", "")), score=score, body=str(record.get("body", record.get("review", "")))
+    )

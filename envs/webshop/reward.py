@@ -33,7 +33,15 @@ from agentfly_env.rewards import RewardResult, reward
 from agentfly_envs.webshop.nouns import NounExtractor
 from agentfly_envs.webshop.products import Product
 
-__all__ = ["COLORS", "attribute_reward", "fuzzy_ratio", "normalize_color", "option_reward", "type_reward", "webshop_reward"]
+__all__ = [
+    "COLORS",
+    "attribute_reward",
+    "fuzzy_ratio",
+    "normalize_color",
+    "option_reward",
+    "type_reward",
+    "webshop_reward",
+]
 
 #: Option names matched exactly rather than fuzzily.
 EXACT_MATCH_OPTIONS = ("size",)
@@ -55,7 +63,9 @@ _LATIN1 = dict.fromkeys(range(128, 256))
 
 def fuzzy_ratio(first: str, second: str) -> int:
     """thefuzz's ``fuzz.token_set_ratio`` (what the original calls): 0-100, rounded."""
-    return round(fuzz.token_set_ratio(default_process(first.translate(_LATIN1)), default_process(second.translate(_LATIN1))))
+    return round(
+        fuzz.token_set_ratio(default_process(first.translate(_LATIN1)), default_process(second.translate(_LATIN1)))
+    )
 
 
 def normalize_color(text: str) -> str:
@@ -89,7 +99,12 @@ def type_reward(product: Product, goal: Mapping[str, Any], nouns: NounExtractor)
         r_type = 0.1
     if title_score == 0.0:
         r_type = 0.0
-    return {"r_type": r_type, "query_match": float(query_match), "category_match": float(category_match), "title_score": title_score}
+    return {
+        "r_type": r_type,
+        "query_match": float(query_match),
+        "category_match": float(category_match),
+        "title_score": title_score,
+    }
 
 
 def attribute_reward(product: Product, attributes: Sequence[str]) -> int:
@@ -118,7 +133,11 @@ def option_reward(product: Product, goal_options: Sequence[str], chosen: Mapping
 
 @reward(name="webshop")
 def webshop_reward(
-    purchased: Product, purchased_options: Mapping[str, str], price: float, goal: Mapping[str, Any], nouns: NounExtractor
+    purchased: Product,
+    purchased_options: Mapping[str, str],
+    price: float,
+    goal: Mapping[str, Any],
+    nouns: NounExtractor,
 ) -> RewardResult:
     """The original reward of buying ``purchased`` with ``purchased_options`` at ``price`` for ``goal``.
 
@@ -153,5 +172,11 @@ def webshop_reward(
     return RewardResult(
         score,
         components,
-        details={"asin": purchased.asin, "options": dict(purchased_options), "price": price, "goal_asin": goal.get("asin"), "title_nouns": nouns.method},
+        details={
+            "asin": purchased.asin,
+            "options": dict(purchased_options),
+            "price": price,
+            "goal_asin": goal.get("asin"),
+            "title_nouns": nouns.method,
+        },
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from rich.console import Console
 
 from agentfly_bench.cli import main
@@ -16,7 +15,20 @@ from agentfly_bench.suites.gem import gem_python
 def test_bench_writes_json_with_core_env_and_baselines(tmp_path, capsys):
     out = tmp_path / "bench.json"
     code = main(
-        ["AgentFly/Math-v0", "--quick", "--concurrency", "1", "4", "--steps", "40", "--compare", "gym-sync", "gym-async", "--json", str(out)]
+        [
+            "AgentFly/Math-v0",
+            "--quick",
+            "--concurrency",
+            "1",
+            "4",
+            "--steps",
+            "40",
+            "--compare",
+            "gym-sync",
+            "gym-async",
+            "--json",
+            str(out),
+        ]
     )
     assert code == 0
     results = json.loads(out.read_text())

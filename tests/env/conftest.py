@@ -42,4 +42,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     loaded = config.stash.get(LOADED, None)
     if loaded:
-        terminalreporter.write_line(f"FAILED: the core's tests loaded modules beyond the core: {', '.join(loaded)}", red=True)
+        terminalreporter.write_line(
+            f"FAILED: the core's tests loaded modules beyond the core: {', '.join(loaded)}", red=True
+        )

@@ -670,7 +670,7 @@ TYPICAL = {
     "bracket": "search[red running shoes size 10 in a wide fit, under 50 dollars, with free returns]",
 }
 BIG_INPUTS = {
-    "prose": ("The quick brown fox jumps over the lazy dog; it's {not} a [call]. \"Quote\" ok. " * 15_000)[:MB],
+    "prose": ('The quick brown fox jumps over the lazy dog; it\'s {not} a [call]. "Quote" ok. ' * 15_000)[:MB],
     "calls": ("\n".join(TYPICAL.values()) + "\n") * (MB // 600),
     "open_braces": "{" * MB,
     "brace_pairs": "{}" * (MB // 2),

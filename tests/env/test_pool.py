@@ -597,7 +597,7 @@ async def test_acquire_and_release_api() -> None:
     await lease.release()
     await lease.release()  # idempotent: no double return
     with pytest.raises(RuntimeError):
-        lease.resource
+        lease.resource  # noqa: B018 - reading it is what raises
     with pytest.raises(RuntimeError):
         async with lease:
             pass

@@ -80,7 +80,7 @@ async def test_calls_in_one_turn_run_concurrently():
     env = make_env()
     await env.areset(seed=0)
     started = time.perf_counter()
-    observation, *_ , info = await env.astep(call("wait", '{"seconds": 0.2}') * 3)
+    observation, *_, info = await env.astep(call("wait", '{"seconds": 0.2}') * 3)
     assert time.perf_counter() - started < 0.45
     assert observation == "\n".join(["[wait] waited 0.2"] * 3)
     assert len(info["tool_results"]) == 3

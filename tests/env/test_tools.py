@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import enum
 import time
-from typing import Literal, Optional
+from typing import Literal
 
 import msgspec
 import pytest
@@ -74,7 +74,7 @@ def test_schema_for_optional_literal_enum_list_and_nested_types():
     def plan(
         unit: Unit,
         mode: Literal["fast", "exact"],
-        limit: Optional[int],
+        limit: int | None,
         points: list[Point],
         filters: list[Filter] | None = None,
     ) -> str:

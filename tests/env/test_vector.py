@@ -48,7 +48,9 @@ def test_ragged_steps_touch_only_the_envs_that_act():
     observations, infos = vec.reset(seed=10)
     assert len(observations) == 4 and len({info["task"]["id"] for info in infos}) > 1
     turns_before = [env.turn for env in vec.envs]
-    result = vec.step([None, '<tool_call>{"name": "calculator", "arguments": {"expression": "1+1"}}</tool_call>', None, None])
+    result = vec.step(
+        [None, '<tool_call>{"name": "calculator", "arguments": {"expression": "1+1"}}</tool_call>', None, None]
+    )
     assert result.indices == [1] and result.observations == ["2"]
     assert [env.turn for env in vec.envs] == [turns_before[0], 1, 0, 0]
     vec.close()

@@ -12,6 +12,12 @@ from pathlib import Path
 import alfworld.gen.constants as alfred
 import gymnasium as gym
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agentfly_env  # noqa: F401
+from agentfly_env import run_sync
+from agentfly_env.pool import ResourceManager
 from agentfly_envs.alfworld import (
     ENGINE_POOL,
     ALFWorldEnv,
@@ -26,12 +32,6 @@ from agentfly_envs.alfworld.generator import (
     floor_plans,
     generate_game,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-import agentfly_env  # noqa: F401
-from agentfly_env import run_sync
-from agentfly_env.pool import ResourceManager
 
 
 @pytest.fixture(scope="module")
@@ -144,14 +144,24 @@ def expected_commands(game, state) -> set[str]:
     if held is not None:
         commands.add(f"examine {names[held]}")
         for r in here:
-            if (r.type not in alfred.OPENABLE_CLASS_SET or r.id in state["opened"]) and kinds[held] in alfred.VAL_RECEPTACLE_OBJECTS[r.type]:
+            if (r.type not in alfred.OPENABLE_CLASS_SET or r.id in state["opened"]) and kinds[
+                held
+            ] in alfred.VAL_RECEPTACLE_OBJECTS[r.type]:
                 commands.add(f"move {names[held]} to {names[r.id]}")
-            for verb, appliance, able in (("clean", "SinkBasin", "Cleanable"), ("heat", "Microwave", "Heatable"), ("cool", "Fridge", "Coolable")):
+            for verb, appliance, able in (
+                ("clean", "SinkBasin", "Cleanable"),
+                ("heat", "Microwave", "Heatable"),
+                ("cool", "Fridge", "Coolable"),
+            ):
                 if r.type == appliance and kinds[held] in alfred.VAL_ACTION_OBJECTS[able]:
                     commands.add(f"{verb} {names[held]} with {names[r.id]}")
         if kinds[held] in ("Knife", "ButterKnife"):
             here_ids = {r.id for r in here}
-            commands |= {f"slice {names[i]} with {names[held]}" for i, where in state["placement"].items() if where in here_ids and kinds[i] in alfred.VAL_ACTION_OBJECTS["Sliceable"]}
+            commands |= {
+                f"slice {names[i]} with {names[held]}"
+                for i, where in state["placement"].items()
+                if where in here_ids and kinds[i] in alfred.VAL_ACTION_OBJECTS["Sliceable"]
+            }
     return commands
 
 
@@ -173,7 +183,9 @@ def advance(game, state, command: str) -> None:
         state["held"] = None
 
 
-@pytest.mark.parametrize("task_type", ["pick_clean_then_place_in_recep", "look_at_obj_in_light", "pick_two_obj_and_place"])
+@pytest.mark.parametrize(
+    "task_type", ["pick_clean_then_place_in_recep", "look_at_obj_in_light", "pick_two_obj_and_place"]
+)
 def test_admissible_commands_are_right_on_sample_states(make_env, task_type):
     env = make_env(task_types=[task_type])
     _, info = env.reset(options=GAME)
@@ -356,19 +368,38 @@ MugType - otype
         )
     )
 """
-HAND_MADE_WALKTHROUGH = ["go to cabinet 1", "open cabinet 1", "take mug 1 from cabinet 1", "go to coffeemachine 1", "move mug 1 to coffeemachine 1"]
+HAND_MADE_WALKTHROUGH = [
+    "go to cabinet 1",
+    "open cabinet 1",
+    "take mug 1 from cabinet 1",
+    "go to coffeemachine 1",
+    "move mug 1 to coffeemachine 1",
+]
 
 
 def write_trial(root: Path, directory: str, task_type: str, *, solvable: bool = True) -> Path:
     """One trial folder as ALFWorld's release has it; game.tw-pddl as `alfworld-generate` writes it."""
     trial = root / "json_2.1.1" / directory
     trial.mkdir(parents=True)
-    params = {"object_target": "Mug", "parent_target": "CoffeeMachine", "toggle_target": "", "mrecep_target": "", "object_sliced": False}
-    (trial / "traj_data.json").write_text(json.dumps({"task_id": trial.name, "task_type": task_type, "pddl_params": params}))
+    params = {
+        "object_target": "Mug",
+        "parent_target": "CoffeeMachine",
+        "toggle_target": "",
+        "mrecep_target": "",
+        "object_sliced": False,
+    }
+    (trial / "traj_data.json").write_text(
+        json.dumps({"task_id": trial.name, "task_type": task_type, "pddl_params": params})
+    )
     (trial / "initial_state.pddl").write_text(HAND_MADE_PROBLEM)
     domain, grammar = alfworld_logic()
-    game = {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", "put a mug in coffeemachine"),
-            "pddl_problem": HAND_MADE_PROBLEM, "solvable": solvable, "walkthrough": HAND_MADE_WALKTHROUGH}
+    game = {
+        "pddl_domain": domain,
+        "grammar": grammar.replace("UNKNOWN GOAL", "put a mug in coffeemachine"),
+        "pddl_problem": HAND_MADE_PROBLEM,
+        "solvable": solvable,
+        "walkthrough": HAND_MADE_WALKTHROUGH,
+    }
     (trial / "game.tw-pddl").write_text(json.dumps(game))
     return trial
 
@@ -376,10 +407,27 @@ def write_trial(root: Path, directory: str, task_type: str, *, solvable: bool = 
 @pytest.fixture(scope="module")
 def alfworld_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("alfworld-data")
-    write_trial(root, "valid_seen/pick_and_place_simple-Mug-None-CoffeeMachine-10/trial_T20190907_000000_000001", "pick_and_place_simple")
-    write_trial(root, "valid_seen/pick_and_place_simple-Mug-None-CoffeeMachine-10/trial_T20190907_000000_000002", "pick_and_place_simple", solvable=False)
-    write_trial(root, "valid_seen/pick_and_place_with_movable_recep-Mug-Cup-CoffeeMachine-10/trial_T20190907_000000_000003", "pick_and_place_with_movable_recep")
-    write_trial(root, "valid_seen/pick_cool_then_place_in_recep-Mug-None-CoffeeMachine-10/trial_T20190907_000000_000004", "pick_cool_then_place_in_recep")
+    write_trial(
+        root,
+        "valid_seen/pick_and_place_simple-Mug-None-CoffeeMachine-10/trial_T20190907_000000_000001",
+        "pick_and_place_simple",
+    )
+    write_trial(
+        root,
+        "valid_seen/pick_and_place_simple-Mug-None-CoffeeMachine-10/trial_T20190907_000000_000002",
+        "pick_and_place_simple",
+        solvable=False,
+    )
+    write_trial(
+        root,
+        "valid_seen/pick_and_place_with_movable_recep-Mug-Cup-CoffeeMachine-10/trial_T20190907_000000_000003",
+        "pick_and_place_with_movable_recep",
+    )
+    write_trial(
+        root,
+        "valid_seen/pick_cool_then_place_in_recep-Mug-None-CoffeeMachine-10/trial_T20190907_000000_000004",
+        "pick_cool_then_place_in_recep",
+    )
     return root
 
 
@@ -406,8 +454,16 @@ def test_the_speedups_change_nothing_the_stock_engine_says(alfworld_data, cache_
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
     from textworld.envs import PddlEnv
 
-    small = GeneratedGames("train", task_types=["pick_clean_then_place_in_recep"], scenes=[smallest_scene("pick_clean_then_place_in_recep")], cache_dir=cache_dir)
-    game_files = [str(next(alfworld_data.rglob("trial_T20190907_000000_000001")) / "game.tw-pddl"), small[0]["game_file"]]
+    small = GeneratedGames(
+        "train",
+        task_types=["pick_clean_then_place_in_recep"],
+        scenes=[smallest_scene("pick_clean_then_place_in_recep")],
+        cache_dir=cache_dir,
+    )
+    game_files = [
+        str(next(alfworld_data.rglob("trial_T20190907_000000_000001")) / "game.tw-pddl"),
+        small[0]["game_file"],
+    ]
     engine = Engine.start()
     try:
         for game_file in game_files:
@@ -415,9 +471,20 @@ def test_the_speedups_change_nothing_the_stock_engine_says(alfworld_data, cache_
             stock.load(game_file)
             expected = stock.reset()
             ours = engine.load(game_file)
-            commands = ["inventory", "look", *engine.walkthrough[:3], "help", "examine " + engine.walkthrough[0][6:], *engine.walkthrough[3:]]
+            commands = [
+                "inventory",
+                "look",
+                *engine.walkthrough[:3],
+                "help",
+                "examine " + engine.walkthrough[0][6:],
+                *engine.walkthrough[3:],
+            ]
             for command in [*commands, None]:
-                assert (ours.feedback, ours.won, ours.admissible_commands) == (expected.feedback, expected["won"], expected["admissible_commands"])
+                assert (ours.feedback, ours.won, ours.admissible_commands) == (
+                    expected.feedback,
+                    expected["won"],
+                    expected["admissible_commands"],
+                )
                 if command is not None:
                     expected, _, _ = stock.step(command)
                     ours = engine.step(command)

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import alfworld.gen.constants as alfred
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from agentfly_envs.alfworld import games as games_module
 from agentfly_envs.alfworld.games import GeneratedGames, cache_root, resolve_split
 from agentfly_envs.alfworld.generator import (
@@ -20,8 +23,6 @@ from agentfly_envs.alfworld.generator import (
     floor_plans,
     generate_game,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def test_the_same_seed_gives_the_same_game():
@@ -38,7 +39,9 @@ def test_the_same_index_gives_the_same_files_in_any_cache(tmp_path):
     two = GeneratedGames("train", cache_dir=tmp_path / "two")[5]
     assert one["id"] == two["id"]
     for name in ("game.tw-pddl", "initial_state.pddl", "traj_data.json"):
-        assert (Path(one["game_file"]).parent / name).read_bytes() == (Path(two["game_file"]).parent / name).read_bytes()
+        assert (Path(one["game_file"]).parent / name).read_bytes() == (
+            Path(two["game_file"]).parent / name
+        ).read_bytes()
     other_seed = GeneratedGames("train", seed=1, cache_dir=tmp_path / "one")[5]
     assert other_seed["id"] != one["id"]
 
@@ -94,7 +97,9 @@ def test_game_files_are_in_alfworlds_layout_and_format(tmp_path):
 def test_a_game_is_written_once(tmp_path, monkeypatch):
     writes: list[str] = []
     real_write = games_module.write_atomic
-    monkeypatch.setattr(games_module, "write_atomic", lambda path, text: (writes.append(path.name), real_write(path, text)))
+    monkeypatch.setattr(
+        games_module, "write_atomic", lambda path, text: (writes.append(path.name), real_write(path, text))
+    )
     GeneratedGames("train", cache_dir=tmp_path)[3]
     assert sorted(writes) == ["game.tw-pddl", "initial_state.pddl", "traj_data.json"]
     GeneratedGames("train", cache_dir=tmp_path)[3]  # a new source instance: found on disk
@@ -118,7 +123,10 @@ def test_a_crash_mid_write_leaves_no_partial_game(tmp_path, monkeypatch):
 
 def test_concurrent_writers_agree(tmp_path):
     results: list[str] = []
-    threads = [threading.Thread(target=lambda: results.append(GeneratedGames("train", cache_dir=tmp_path)[9]["game_file"])) for _ in range(6)]
+    threads = [
+        threading.Thread(target=lambda: results.append(GeneratedGames("train", cache_dir=tmp_path)[9]["game_file"]))
+        for _ in range(6)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -146,7 +154,9 @@ def test_cache_location_and_bad_options(tmp_path, monkeypatch):
 
 
 def test_display_names_number_as_alfworld_does():
-    names = display_names(["Cabinet|+00.38|+00.37|-01.24", "Cabinet|-00.57|+00.37|-01.24", "Sink|+00.02|+00.77|-01.71|SinkBasin"])
+    names = display_names(
+        ["Cabinet|+00.38|+00.37|-01.24", "Cabinet|-00.57|+00.37|-01.24", "Sink|+00.02|+00.77|-01.71|SinkBasin"]
+    )
     # ALFWorld numbers the lowercased PDDL names in sorted order, counting down: "_minus_" sorts before "_plus_".
     assert names == {
         "Cabinet|+00.38|+00.37|-01.24": "cabinet 1",
@@ -162,7 +172,9 @@ def test_every_generated_game_is_consistent(seed, task_type):
     plan = game.floor_plan
     params = game.pddl_params
     assert game.room in alfred.GOALS_VALID[task_type]
-    assert all(item.type in alfred.VAL_RECEPTACLE_OBJECTS[item.receptacle.type] or item.type in LAMPS for item in game.items)
+    assert all(
+        item.type in alfred.VAL_RECEPTACLE_OBJECTS[item.receptacle.type] or item.type in LAMPS for item in game.items
+    )
     assert len({item.id for item in game.items}) == len(game.items)
     targets = [item for item in game.items if item.type == params["object_target"]]
     assert len(targets) >= (2 if task_type == "pick_two_obj_and_place" else 1)

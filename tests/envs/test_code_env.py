@@ -113,9 +113,23 @@ def test_solution_programs_accept_full_code_and_bodies():
 def test_user_tasks_load_from_jsonl_and_bad_ones_are_named(tmp_path):
     good = tmp_path / "tasks.jsonl"
     good.write_text(
-        json.dumps({"id": "inc", "prompt": "Write inc(x).", "tests": ["assert inc(1) == 2", "assert inc(-1) == 0"], "entry_point": "inc", "solution": "def inc(x):\n    return x + 1"})
+        json.dumps(
+            {
+                "id": "inc",
+                "prompt": "Write inc(x).",
+                "tests": ["assert inc(1) == 2", "assert inc(-1) == 0"],
+                "entry_point": "inc",
+                "solution": "def inc(x):\n    return x + 1",
+            }
+        )
         + "\n\n"
-        + json.dumps({"prompt": "Write sq(x).", "tests": "def check(candidate):\n    assert candidate(3) == 9\n", "entry_point": "sq"})
+        + json.dumps(
+            {
+                "prompt": "Write sq(x).",
+                "tests": "def check(candidate):\n    assert candidate(3) == 9\n",
+                "entry_point": "sq",
+            }
+        )
         + "\n"
     )
     tasks = CodeTasks.from_jsonl(good)
@@ -148,12 +162,14 @@ async def test_reference_solutions_score_one_and_broken_ones_less():
             assert (reference.score, reference.failures, reference.error) == (1.0, [], None), task["id"]
             stub = await grade(sandbox, task["setup"] + "    return None\n", task)
             assert stub.score < 1.0 and stub.failures, task["id"]
-            body_only = await grade(sandbox, HUMANEVAL.tasks[index]["solution"][len(task["setup"]):], task)
+            body_only = await grade(sandbox, HUMANEVAL.tasks[index]["solution"][len(task["setup"]) :], task)
             assert body_only.score == 1.0, task["id"]  # HumanEval's completion format works too
         task = HUMANEVAL[0]  # has_close_elements: always False gets the False cases right
         half = await grade(sandbox, "def has_close_elements(numbers, threshold):\n    return False", task)
         assert 0.0 < half.score < 1.0 and half.passed + len(half.failures) == half.total
-        assert all(failure["error"] == "AssertionError" and "candidate(" in failure["test"] for failure in half.failures)
+        assert all(
+            failure["error"] == "AssertionError" and "candidate(" in failure["test"] for failure in half.failures
+        )
     finally:
         await sandbox.close()
 
@@ -172,10 +188,14 @@ async def test_grading_explains_what_went_wrong():
         for code, message in cases.items():
             result = await grade(sandbox, code, task)
             assert result.score == 0.0 and message in result.error, (code, result)
-        slow = await grade(sandbox, "def f(x):\n    while x == 2:\n        pass\n    return x", task, test_timeout_s=0.5)
+        slow = await grade(
+            sandbox, "def f(x):\n    while x == 2:\n        pass\n    return x", task, test_timeout_s=0.5
+        )
         assert slow.score == 0.5 and slow.failures == [{"test": "assert f(2) == 2", "error": "timed out after 0.5 s"}]
         # A long call into C cannot be interrupted by the per-test alarm: the whole grading times out.
-        hopeless = await grade(sandbox, "def f(x):\n    return sum(range(10**12))", task, test_timeout_s=0.2, timeout_s=1.5)
+        hopeless = await grade(
+            sandbox, "def f(x):\n    return sum(range(10**12))", task, test_timeout_s=0.2, timeout_s=1.5
+        )
         assert hopeless.score == 0.0 and hopeless.sandbox_broken and "grading stopped" in hopeless.error
     finally:
         await sandbox.close()
@@ -267,7 +287,18 @@ def test_random_play_never_raises(manager):
 
 def test_user_tasks_play_through_the_env(manager, tmp_path):
     path = tmp_path / "tasks.jsonl"
-    path.write_text(json.dumps({"id": "inc", "prompt": "Write inc(x).", "tests": ["assert inc(1) == 2", "assert inc(-1) == 0"], "entry_point": "inc", "solution": "def inc(x):\n    return x + 1"}) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "id": "inc",
+                "prompt": "Write inc(x).",
+                "tests": ["assert inc(1) == 2", "assert inc(-1) == 0"],
+                "entry_point": "inc",
+                "solution": "def inc(x):\n    return x + 1",
+            }
+        )
+        + "\n"
+    )
     env = make(manager, tasks=str(path))
     observation, info = env.reset(seed=0)
     assert observation == "Write inc(x)." and info["task"]["id"] == "inc"
@@ -296,7 +327,9 @@ def test_math_keeps_the_calculator_only_by_default():
 
 
 def test_math_offers_python_next_to_the_calculator(manager):
-    env = gym.make("AgentFly/Math-v0", tools=["calculator", "code_interpreter"], resources=manager, sandbox=CONFIG).unwrapped
+    env = gym.make(
+        "AgentFly/Math-v0", tools=["calculator", "code_interpreter"], resources=manager, sandbox=CONFIG
+    ).unwrapped
     _, info = env.reset(seed=0)
     assert [tool["function"]["name"] for tool in info["tools"]] == ["calculator", "code_interpreter"]
     assert env.step(call("from fractions import Fraction\nprint(Fraction(1, 3) + Fraction(1, 6))"))[0] == "1/2"

@@ -36,7 +36,9 @@ from agentfly_envs.code.worker import encode_frame, read_frame
 
 #: The async tests share one event loop, so they can share one pool.
 MODULE_LOOP = pytest.mark.asyncio(loop_scope="module")
-CONFIG = SandboxConfig(timeout_s=1.5, memory_mb=256, cpu_time_s=20, max_processes=32, max_file_mb=8, tmp_mb=32, max_output_bytes=4096)
+CONFIG = SandboxConfig(
+    timeout_s=1.5, memory_mb=256, cpu_time_s=20, max_processes=32, max_file_mb=8, tmp_mb=32, max_output_bytes=4096
+)
 PROJECT = Path(agentfly_envs.__file__).resolve().parent.parent
 
 
@@ -118,14 +120,18 @@ async def test_sessions_are_clean_across_episodes(pool):
         )
         pi, has_secret, tmp_files, commands = eval(after.value)
         assert (pi, has_secret, tmp_files) == (3.141592653589793, False, [])
-        assert commands == ["python3.11", "python3.11"] or commands == sorted([Path(sys.executable).resolve().name[:15]] * 2)
+        assert commands == ["python3.11", "python3.11"] or commands == sorted(
+            [Path(sys.executable).resolve().name[:15]] * 2
+        )
 
 
 @MODULE_LOOP
 async def test_output_value_and_traceback_are_reported_like_a_repl(pool):
-    (result,) = await episode(pool, "import sys\nprint('out')\nprint('err', file=sys.stderr)\ndef f(x):\n    return 1 / x\nf(0)")
+    (result,) = await episode(
+        pool, "import sys\nprint('out')\nprint('err', file=sys.stderr)\ndef f(x):\n    return 1 / x\nf(0)"
+    )
     assert result.stdout == "out\n" and result.stderr == "err\n"
-    assert result.error.startswith("Traceback (most recent call last):\n  File \"<cell 1>\", line 6, in <module>")
+    assert result.error.startswith('Traceback (most recent call last):\n  File "<cell 1>", line 6, in <module>')
     assert "    return 1 / x" in result.error and result.error.rstrip().endswith("ZeroDivisionError: division by zero")
     assert "worker.py" not in result.error  # trimmed to the model's code
     (syntax,) = await episode(pool, "def broken(:\n    pass")
@@ -200,7 +206,9 @@ async def test_secrets_project_and_home_are_invisible(pool):
 @MODULE_LOOP
 async def test_only_tmp_is_writable(pool):
     targets = ["/escape", "/usr/escape", "/etc/escape", f"{host_interpreter().prefix}/escape", "/opt/agentfly/escape"]
-    results = await episode(pool, *(f"open({path!r}, 'w').write('x')" for path in targets), "open('/tmp/ok', 'w').write('ok')")
+    results = await episode(
+        pool, *(f"open({path!r}, 'w').write('x')" for path in targets), "open('/tmp/ok', 'w').write('ok')"
+    )
     for path, result in zip(targets, results):
         assert "Read-only file system" in result.error or "Permission denied" in result.error, (path, result)
         assert not Path(path).exists()
@@ -257,7 +265,9 @@ async def test_100_mb_of_output_is_cut_with_a_marker(pool):
     (result,) = await episode(pool, "import sys\nfor _ in range(100):\n    sys.stdout.write('x' * 1_000_000)")
     assert result.stdout_bytes == 100_000_000
     assert len(result.stdout) < CONFIG.max_output_bytes + 200
-    assert result.stdout.endswith(f"[output truncated: 100000000 bytes in total, the first {CONFIG.max_output_bytes} shown]")
+    assert result.stdout.endswith(
+        f"[output truncated: 100000000 bytes in total, the first {CONFIG.max_output_bytes} shown]"
+    )
     (flood,) = await episode(pool, "import os\nos.write(2, b'y' * 30_000_000)")  # below Python, on the descriptor
     assert flood.stderr_bytes == 30_000_000 and "[output truncated" in flood.stderr
     await assert_serves(pool)
@@ -434,7 +444,17 @@ def test_bad_options_are_clear():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text(max_size=20), st.recursive(st.none() | st.booleans() | st.integers() | st.text(), lambda inner: st.lists(inner, max_size=3), max_leaves=8), max_size=5))
+@given(
+    st.dictionaries(
+        st.text(max_size=20),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(),
+            lambda inner: st.lists(inner, max_size=3),
+            max_leaves=8,
+        ),
+        max_size=5,
+    )
+)
 def test_worker_frames_round_trip(message):
     read, write = os.pipe()
     try:
@@ -456,7 +476,16 @@ def json_roundtrip(message):
 
 
 @settings(max_examples=200)
-@given(st.builds(ExecResult, stdout=st.text(), stderr=st.text(), value=st.none() | st.text(), error=st.none() | st.text(), crashed=st.none() | st.text()))
+@given(
+    st.builds(
+        ExecResult,
+        stdout=st.text(),
+        stderr=st.text(),
+        value=st.none() | st.text(),
+        error=st.none() | st.text(),
+        crashed=st.none() | st.text(),
+    )
+)
 def test_any_result_reads_as_text(result):
     text = result.to_text()
     assert isinstance(text, str) and text

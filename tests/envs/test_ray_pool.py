@@ -28,8 +28,7 @@ from agentfly_env.distributed import (
     make_env_pool,
 )
 from agentfly_env.parsing import get_parser
-from agentfly_env.pool import ResourcePool
-from agentfly_env.pool import ResourceBrokenError
+from agentfly_env.pool import ResourceBrokenError, ResourcePool
 from agentfly_env.types import ToolCall
 
 ENV_ID = "AgentFly/Math-v0"

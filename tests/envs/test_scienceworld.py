@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 
 import agentfly_env
 from agentfly_env.pool import ResourceManager
-from agentfly_envs.scienceworld import ENGINE_POOL, ScienceWorldEnv, ScienceWorldTasks, resolve_task, task_names, variations
+from agentfly_envs.scienceworld import (
+    ENGINE_POOL,
+    ScienceWorldEnv,
+    ScienceWorldTasks,
+    resolve_task,
+    task_names,
+    variations,
+)
 from agentfly_envs.scienceworld.tasks import SPLITS, check_simplifications
 
 #: The async tests share the event loop of the module-scoped pool.
@@ -123,8 +130,15 @@ async def test_the_pool_was_prewarmed_in_parallel(manager):
 @on_pool_loop
 @pytest.mark.parametrize(
     ("task", "variation"),
-    [("find-animal", 160), ("chemistry-mix-paint-secondary-color", 30), ("lifespan-longest-lived", 5),
-     ("power-component", 12), ("use-thermometer", 300), ("identify-life-stages-2", 7), ("test-conductivity", 700)],
+    [
+        ("find-animal", 160),
+        ("chemistry-mix-paint-secondary-color", 30),
+        ("lifespan-longest-lived", 5),
+        ("power-component", 12),
+        ("use-thermometer", 300),
+        ("identify-life-stages-2", 7),
+        ("test-conductivity", 700),
+    ],
 )
 async def test_gold_paths_reach_full_score_through_the_env(manager, task, variation):
     env = make(manager)
@@ -176,10 +190,17 @@ async def test_tools_observe_without_spending_moves_and_commands_run_in_order(ma
     env = make(manager, max_observation_chars=4000)
     observation, info = await env.areset(options={"task_name": "find-animal", "variation": 0})
     assert observation.startswith(info["task"]["prompt"]) and "Your task is to find a(n) animal" in observation
-    turn = (act("open door to kitchen") + act("go to kitchen") + CALL.format(name="look", arguments="{}")
-            + CALL.format(name="inventory", arguments="{}"))
+    turn = (
+        act("open door to kitchen")
+        + act("go to kitchen")
+        + CALL.format(name="look", arguments="{}")
+        + CALL.format(name="inventory", arguments="{}")
+    )
     observation, _, _, _, info = await env.astep(turn)
-    assert [r.output.split(".")[0] for r in info["tool_results"][:2]] == ["The door is now open", "You move to the kitchen"]
+    assert [r.output.split(".")[0] for r in info["tool_results"][:2]] == [
+        "The door is now open",
+        "You move to the kitchen",
+    ]
     assert "called the kitchen" in info["tool_results"][2].output and "inventory" in info["tool_results"][3].output
     assert info["moves"] == 2 and info["errors"] == {}
     observation, *_, info = await env.astep(CALL.format(name="valid_actions", arguments='{"contains": "oven"}'))

@@ -317,8 +317,13 @@ def test_concurrent_builders_build_once_and_atomically(tmp_path: Path) -> None:
     (stale / "meta.json").write_text("{}")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     builders = [
-        subprocess.Popen([sys.executable, "-c", BUILDER, str(corpus), str(indexes)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", BUILDER, str(corpus), str(indexes)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         for _ in range(3)
     ]
     outputs = []
@@ -453,7 +458,9 @@ def test_env_runs_on_files_in_the_real_formats(tmp_path: Path, monkeypatch: pyte
         {"id": "2", "contents": '"Moses"\nMoses is considered the most important prophet in Judaism.'},
     ]
     corpus.write_bytes(gzip.compress("".join(json.dumps(line) + "\n" for line in corpus_lines).encode()))
-    qa.write_text(json.dumps({"id": "q0", "question": "Who was the brother of Moses?", "golden_answers": ["Aaron"]}) + "\n")
+    qa.write_text(
+        json.dumps({"id": "q0", "question": "Who was the brother of Moses?", "golden_answers": ["Aaron"]}) + "\n"
+    )
     monkeypatch.setenv(INDEX_DIR_ENV, str(tmp_path / "from-env"))
     env = gym.make("AgentFly/Search-v0", corpus=corpus, qa=qa, progress=False)
     obs, info = env.reset(seed=0)
@@ -504,8 +511,14 @@ def test_the_bm25_env_does_not_import_torch(index_dir: Path) -> None:
         print(sorted(m for m in ("torch", "sentence_transformers", "transformers") if m in sys.modules))
         """
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 

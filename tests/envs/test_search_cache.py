@@ -89,7 +89,10 @@ def test_a_second_process_sees_the_first_ones_entries_in_redis(index_dir: Path, 
     assert len(keys) == 1 and b"tool:retrieve:" in keys[0]
     result = subprocess.run(
         [sys.executable, "-c", SECOND_PROCESS, str(index_dir), redis_server.url, QUERY],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
     assert result.returncode == 0, result.stderr

@@ -42,7 +42,10 @@ PRODUCTS = [
         name="Lumora Matte Lipstick, Ruby Red",
         pricing="$877.80",
         customization_options={
-            "Color": [{"value": "Ruby Red", "image": "https://example.com/r.jpg"}, {"value": " Black/White ", "image": None}],
+            "Color": [
+                {"value": "Ruby Red", "image": "https://example.com/r.jpg"},
+                {"value": " Black/White ", "image": None},
+            ],
             "Size": None,
         },
     ),
@@ -54,22 +57,45 @@ PRODUCTS = [
     record("B0LIP00004", pricing="$1,299.99"),
 ]
 ATTRIBUTES = {
-    "B0LIP00001": {"attributes": ["long lasting", "matte finish"], "instruction": "i want a long lasting lipstick",
-                   "instruction_attributes": ["long lasting"]},
+    "B0LIP00001": {
+        "attributes": ["long lasting", "matte finish"],
+        "instruction": "i want a long lasting lipstick",
+        "instruction_attributes": ["long lasting"],
+    },
     "B0LIP00002": {"attributes": ["vegan"], "instruction": None, "instruction_attributes": None},
 }
 HUMAN = {
     "B0LIP00001": [
-        {"asin": "B0LIP00001", "instruction": "i need a long lasting lipstick in ruby red.", "attributes": ["long lasting"],
-         "options": ["color: ruby red"], "instruction_attributes": ["long lasting"], "instruction_options": ["ruby red"],
-         "assignment_id": "A1", "worker_id": "W1"},
-        {"asin": "B0LIP00001", "instruction": "skipped: no attributes", "instruction_attributes": [], "instruction_options": []},
+        {
+            "asin": "B0LIP00001",
+            "instruction": "i need a long lasting lipstick in ruby red.",
+            "attributes": ["long lasting"],
+            "options": ["color: ruby red"],
+            "instruction_attributes": ["long lasting"],
+            "instruction_options": ["ruby red"],
+            "assignment_id": "A1",
+            "worker_id": "W1",
+        },
+        {
+            "asin": "B0LIP00001",
+            "instruction": "skipped: no attributes",
+            "instruction_attributes": [],
+            "instruction_options": [],
+        },
     ],
-    "B0LIP00002": [{"asin": "B0LIP00002", "instruction": "vegan lipstick pack of 2", "instruction_attributes": ["vegan"],
-                    "instruction_options": ["pack of 2"]}],
+    "B0LIP00002": [
+        {
+            "asin": "B0LIP00002",
+            "instruction": "vegan lipstick pack of 2",
+            "instruction_attributes": ["vegan"],
+            "instruction_options": ["pack of 2"],
+        }
+    ],
     "B0NOTINDATA": [{"instruction": "a product that is not in the catalog", "instruction_attributes": ["x"]}],
 }
-REVIEWS = [{"asin": "B0LIP00001", "average_rating": 4.8, "reviews": [{"title": "Great", "stars": 5, "review": "Love it"}]}]
+REVIEWS = [
+    {"asin": "B0LIP00001", "average_rating": 4.8, "reviews": [{"title": "Great", "stars": 5, "review": "Love it"}]}
+]
 
 
 def write(directory, *, products=PRODUCTS, attributes=ATTRIBUTES, human=HUMAN, reviews=REVIEWS, small=True):
@@ -88,10 +114,17 @@ def write(directory, *, products=PRODUCTS, attributes=ATTRIBUTES, human=HUMAN, r
 
 def test_loader_reads_every_quirk_of_the_original_schema(tmp_path):
     catalog = FileCatalog(write(tmp_path))
-    assert [catalog.product(i).asin for i in range(len(catalog))] == ["B0LIP00001", "B0LIP00002", "B0LIP00003", "B0LIP00004"]
+    assert [catalog.product(i).asin for i in range(len(catalog))] == [
+        "B0LIP00001",
+        "B0LIP00002",
+        "B0LIP00003",
+        "B0LIP00004",
+    ]
     first, ranged, bare, thousands = (catalog.product(i) for i in range(4))
     assert (first.pricing, first.price_tag) == ((877.8,), "$877.8")
-    assert first.options == {"color": ["ruby red", "black | white"]}  # lower case, "/" shown as " | ", null group dropped
+    assert first.options == {
+        "color": ["ruby red", "black | white"]
+    }  # lower case, "/" shown as " | ", null group dropped
     assert first.option_images == {"ruby red": "https://example.com/r.jpg", "black | white": None}
     assert first.attributes == ["long lasting", "matte finish"] and first.query == "lipstick"
     assert first.product_category.split(" › ") == ["Beauty & Personal Care", "Makeup", "Lips"]
@@ -108,7 +141,10 @@ def test_loader_reads_every_quirk_of_the_original_schema(tmp_path):
 def test_goals_from_the_files_follow_the_original(tmp_path):
     catalog = FileCatalog(write(tmp_path))
     human = catalog.goals(human=True)
-    assert sorted(goal["asin"] for goal in human) == ["B0LIP00001", "B0LIP00002"]  # no attributes / not in catalog: skipped
+    assert sorted(goal["asin"] for goal in human) == [
+        "B0LIP00001",
+        "B0LIP00002",
+    ]  # no attributes / not in catalog: skipped
     lipstick = next(goal for goal in human if goal["asin"] == "B0LIP00001")
     # The trailing period goes; the cap is the larger of two of 880, 890, 900, 910.
     assert lipstick["price_upper"] in (890.0, 900.0, 910.0)
@@ -158,19 +194,40 @@ def test_num_products_and_variants(tmp_path):
     ("change", "message"),
     [
         (lambda d: (d / "items_shuffle_1000.json").write_text("[{"), r"items_shuffle_1000\.json: not valid JSON"),
-        (lambda d: (d / "items_shuffle_1000.json").write_text("{}"), r"items_shuffle_1000\.json: expected a JSON list at the top level, got dict"),
-        (lambda d: write(d, products=[{k: v for k, v in record("B01").items() if k != "name"}]),
-         r"items_shuffle_1000\.json: product 0 \(asin 'B01'\): Object missing required field `name`"),
-        (lambda d: write(d, products=[record("B01"), record("B02", name=7)]),
-         r"product 1 \(asin 'B02'\): Expected `str`, got `int` - at `\$\.name`"),
-        (lambda d: write(d, products=[record("B01", customization_options=["red"])]), r"product 0 .*customization_options"),
-        (lambda d: write(d, products=[record("B01", customization_options={"Color": [{"image": "x"}]})]),
-         r"missing required field `value` - at `\$\.customization_options\[\.\.\.\]\[0\]`"),
-        (lambda d: write(d, products=[record("B01", pricing="12.99")]), r"product 0 \(asin 'B01'\): pricing '12\.99' has no \$ amount"),
-        (lambda d: write(d, products=[record("B01", pricing="$1.2.3")]), r"pricing '\$1\.2\.3' has an amount that is not a number"),
+        (
+            lambda d: (d / "items_shuffle_1000.json").write_text("{}"),
+            r"items_shuffle_1000\.json: expected a JSON list at the top level, got dict",
+        ),
+        (
+            lambda d: write(d, products=[{k: v for k, v in record("B01").items() if k != "name"}]),
+            r"items_shuffle_1000\.json: product 0 \(asin 'B01'\): Object missing required field `name`",
+        ),
+        (
+            lambda d: write(d, products=[record("B01"), record("B02", name=7)]),
+            r"product 1 \(asin 'B02'\): Expected `str`, got `int` - at `\$\.name`",
+        ),
+        (
+            lambda d: write(d, products=[record("B01", customization_options=["red"])]),
+            r"product 0 .*customization_options",
+        ),
+        (
+            lambda d: write(d, products=[record("B01", customization_options={"Color": [{"image": "x"}]})]),
+            r"missing required field `value` - at `\$\.customization_options\[\.\.\.\]\[0\]`",
+        ),
+        (
+            lambda d: write(d, products=[record("B01", pricing="12.99")]),
+            r"product 0 \(asin 'B01'\): pricing '12\.99' has no \$ amount",
+        ),
+        (
+            lambda d: write(d, products=[record("B01", pricing="$1.2.3")]),
+            r"pricing '\$1\.2\.3' has an amount that is not a number",
+        ),
         (lambda d: write(d, products=["B01"]), r"product 0: expected an object, got str"),
         (lambda d: write(d, products=[]), r"items_shuffle_1000\.json: no usable product records"),
-        (lambda d: write(d, attributes={"B01": {"attributes": "vegan"}}), r"items_ins_v2_1000\.json: entry 'B01': Expected `array"),
+        (
+            lambda d: write(d, attributes={"B01": {"attributes": "vegan"}}),
+            r"items_ins_v2_1000\.json: entry 'B01': Expected `array",
+        ),
         (lambda d: (d / "items_ins_v2_1000.json").unlink(), r"items_ins_v2_1000\.json: file not found"),
         (lambda d: write(d, reviews={"asin": "B01"}), r"reviews\.json: expected a JSON list"),
     ],
@@ -191,7 +248,9 @@ def test_broken_or_missing_human_goals_fail_when_goals_are_built(tmp_path):
     (tmp_path / "items_human_ins.json").unlink()
     catalog = FileCatalog(tmp_path)
     assert len(catalog.goals(human=False)) == 2
-    with pytest.raises(DataError, match=r"items_human_ins\.json: file not found \(human goals need it; or use human_goals=False\)"):
+    with pytest.raises(
+        DataError, match=r"items_human_ins\.json: file not found \(human goals need it; or use human_goals=False\)"
+    ):
         catalog.goals(human=True)
     with pytest.raises(DataError, match="not a directory"):
         FileCatalog(tmp_path / "nowhere")
@@ -217,8 +276,18 @@ def test_generated_records_are_in_the_original_schema_with_its_quirks():
     pricing = Counter("empty" if not r["pricing"] else "range" if " to " in r["pricing"] else "one" for r in raws)
     assert pricing["empty"] > 20 and pricing["range"] > 100 and pricing["one"] > 2000
     assert sum(r["customization_options"] == "" for r in raws) > 20
-    assert sum(isinstance(r["customization_options"], dict) and None in r["customization_options"].values() for r in raws) > 20
-    assert any("/" in o["value"] for r in raws if r["customization_options"] for v in r["customization_options"].values() if v for o in v)
+    assert (
+        sum(isinstance(r["customization_options"], dict) and None in r["customization_options"].values() for r in raws)
+        > 20
+    )
+    assert any(
+        "/" in o["value"]
+        for r in raws
+        if r["customization_options"]
+        for v in r["customization_options"].values()
+        if v
+        for o in v
+    )
     assert len({r["category"] for r in raws}) == 5 and len({r["query"] for r in raws}) >= 40
     assert all(" › " in r["product_category"] and r["asin"].startswith("B0") and len(r["asin"]) == 10 for r in raws)
     assert len({r["name"] for r in raws}) == 3000  # model numbers make titles distinct
@@ -238,7 +307,12 @@ def test_generation_is_deterministic_by_seed_and_order_free():
 def test_generated_catalog_written_as_files_loads_back_identically(tmp_path):
     generated = GeneratedCatalog(400, seed=7, num_goals=500)
     loaded = FileCatalog(generated.write(tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["items_human_ins.json", "items_ins_v2.json", "items_shuffle.json", "reviews.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "items_human_ins.json",
+        "items_ins_v2.json",
+        "items_shuffle.json",
+        "reviews.json",
+    ]
     assert list(loaded.products()) == list(generated.products())
     assert loaded.goals(human=True) == generated.goals(human=True)
     assert loaded.goals(human=False) == generated.goals(human=False)
@@ -272,9 +346,15 @@ def test_price_caps():
 
 def test_splits_are_the_original_positions_or_their_proportions():
     assert (split_range(6910, "test"), split_range(6910, "eval"), split_range(6910, "train")) == (
-        range(500), range(500, 1500), range(1500, 6910))
+        range(500),
+        range(500, 1500),
+        range(1500, 6910),
+    )
     assert (split_range(600, "test"), split_range(600, "eval"), split_range(600, "train")) == (
-        range(100), range(100, 300), range(300, 600))
+        range(100),
+        range(100, 300),
+        range(300, 600),
+    )
     assert split_range(10, "all") == range(10)
     with pytest.raises(ValueError, match="split must be one of"):
         split_range(10, "valid")

@@ -121,7 +121,8 @@ def test_buying_another_kind_of_product_scores_by_type(env):
     env.reset(seed=1)
     goal = env.task["goal"]
     other = next(
-        ordinal for ordinal in range(len(env.catalog))
+        ordinal
+        for ordinal in range(len(env.catalog))
         if env.catalog.product(ordinal).query != goal["query"]
         and env.catalog.product(ordinal).product_category.split(" › ")[0] != goal["product_category"].split(" › ")[0]
     )
@@ -139,7 +140,7 @@ def test_buying_another_kind_of_product_scores_by_type(env):
 
 def test_pagination_next_prev_and_the_last_page(env):
     env.reset(seed=0)
-    observation, *_ , info = env.step("search[our customers daily use design]")  # common words: 50 results
+    observation, *_, info = env.step("search[our customers daily use design]")  # common words: 50 results
     results = env.session.results
     assert len(results) == 50 and "Page 1 (Total results: 50)" in observation
     clickables = info["available_actions"]["clickables"]
@@ -147,7 +148,7 @@ def test_pagination_next_prev_and_the_last_page(env):
     first_page = [env.catalog.product(o).asin.lower() for o in results[:PRODUCT_WINDOW]]
     assert [c for c in clickables if c.startswith("b0")] == first_page
     for page in range(2, 6):
-        observation, *_ , info = env.step("click[Next >]")
+        observation, *_, info = env.step("click[Next >]")
         assert f"Page {page} (Total results: 50)" in observation and "< prev" in info["available_actions"]["clickables"]
         shown = [env.catalog.product(o).asin for o in results[(page - 1) * PRODUCT_WINDOW : page * PRODUCT_WINDOW]]
         assert all(asin in observation for asin in shown)
@@ -171,7 +172,7 @@ def test_item_page_sub_pages_and_back_navigation(env):
     assert observation.endswith(f"Back to Search [SEP] < Prev [SEP] {product.description}")
     assert env.step("click[Features]")[4]["errors"] == {"invalid_action": 1}  # sub-pages only lead back
     env.step("click[< Prev]")
-    observation, *_ , info = env.step("click[features]")  # lower case works too
+    observation, *_, info = env.step("click[features]")  # lower case works too
     assert observation.endswith(" [SEP] ".join(["< Prev", *product.bullet_points]))
     assert info["available_actions"] == {"has_search_bar": False, "clickables": ["back to search", "< prev"]}
     env.step("click[< Prev]")
@@ -187,7 +188,7 @@ def test_item_page_sub_pages_and_back_navigation(env):
         assert chosen in env.session.options.values()
     observation, *_ = env.step("click[< Prev]")  # back to the results page it came from, options forgotten
     assert env.session.page == "results" and env.session.options == {} and goal["asin"] in observation
-    observation, *_ , info = env.step("click[Back to Search]")
+    observation, *_, info = env.step("click[Back to Search]")
     assert observation.startswith("WebShop [SEP] Instruction: [SEP]") and env.session.visited == set()
     assert info["available_actions"] == {"has_search_bar": True, "clickables": []}
 
@@ -252,12 +253,12 @@ def test_100_kilobyte_actions_are_handled_and_bounded(env):
     huge = "x" * 100_000
     env.reset(seed=7)
     for action in (huge, f"search[{huge}]", f"search[{'lamp ' * 20_000}]"):
-        observation, *_ , info = env.step(action)
+        observation, *_, info = env.step(action)
         assert len(observation) <= LIMIT
         env.reset(seed=7)
-    observation, *_ , info = env.step(f"search[{'lamp ' * 20_000}]")
+    observation, *_, info = env.step(f"search[{'lamp ' * 20_000}]")
     assert info["page"] == "results" and len(env.session.results) > 0
-    observation, *_ , info = env.step(f"click[{huge}]")
+    observation, *_, info = env.step(f"click[{huge}]")
     assert info["errors"] == {"invalid_action": 1} and len(observation) <= LIMIT
     assert '"xxx' in observation and '..." is not something to click' in observation
 
@@ -270,7 +271,9 @@ actions = st.one_of(
         st.text(max_size=80),
         st.sampled_from(["]", "", "]]", "] extra"]),
     ),
-    st.sampled_from(["click[Buy Now]", "click[< Prev]", "click[Next >]", "click[Back to Search]", "click[Description]"]),
+    st.sampled_from(
+        ["click[Buy Now]", "click[< Prev]", "click[Next >]", "click[Back to Search]", "click[Description]"]
+    ),
 )
 
 
@@ -309,7 +312,9 @@ def test_text_rich_marks_buttons_selected_options_and_visited_products(cache):
     assert observation.splitlines() == ["WebShop", "Instruction:", env.task["prompt"], "[button] Search [button_]"]
     goal = env.task["goal"]
     observation, *_ = env.step(env.expert_action())
-    assert "[button] Back to Search [button_]" in observation and f"\n\n[button] {goal['asin']} [button_]" in observation
+    assert (
+        "[button] Back to Search [button_]" in observation and f"\n\n[button] {goal['asin']} [button_]" in observation
+    )
     observation, *_ = env.step(env.expert_action())  # the item page
     product = env.catalog.product(env.session.product)
     values = [value for values in product.options.values() for value in values]

@@ -67,8 +67,14 @@ def test_hand_computed_totals():
     # 1 of 2 attributes ("non slip" is nowhere), both options, price under the cap: (1 + 2 + 1) / (2 + 2 + 1).
     result = score(boots, {"color": "black", "size": "9"}, 40.0)
     assert result.score == pytest.approx(4 / 5)
-    assert result.components["r_att"] == 0.5 and result.components["r_option"] == 1.0 and result.components["r_price"] == 1.0
-    assert result.components["w_att"] + result.components["w_option"] + result.components["w_price"] == pytest.approx(1.0)
+    assert (
+        result.components["r_att"] == 0.5
+        and result.components["r_option"] == 1.0
+        and result.components["r_price"] == 1.0
+    )
+    assert result.components["w_att"] + result.components["w_option"] + result.components["w_price"] == pytest.approx(
+        1.0
+    )
     # The wrong colour: one option fewer.
     assert score(boots, {"color": "brown", "size": "9"}, 40.0).score == pytest.approx(3 / 5)
     # Over the price cap: the price share goes.
@@ -107,15 +113,29 @@ def test_extra_matching_options_count_so_the_score_can_exceed_one():
     [
         ({}, {}, {"r_type": 1.0, "query_match": 1.0, "category_match": 1.0, "title_score": 1.0}),
         # Another query, but two shared category levels.
-        ({"query": "shoes", "title": "Boots"}, {}, {"r_type": 1.0, "query_match": 0.0, "category_match": 1.0, "title_score": 1 / 3}),
+        (
+            {"query": "shoes", "title": "Boots"},
+            {},
+            {"r_type": 1.0, "query_match": 0.0, "category_match": 1.0, "title_score": 1 / 3},
+        ),
         # Nothing shared but a third of the nouns (> 0.2).
-        ({"query": "x", "product_category": "A › B", "title": "Boots"}, {}, {"r_type": 1.0, "category_match": 0.0, "title_score": 1 / 3}),
+        (
+            {"query": "x", "product_category": "A › B", "title": "Boots"},
+            {},
+            {"r_type": 1.0, "category_match": 0.0, "title_score": 1 / 3},
+        ),
         # Exactly 0.2 is not more than 0.2: r_type 0.5.
-        ({"query": "x", "product_category": "A › B", "title": "Boots"}, {"name": "Boots Alpha Beta Gamma Delta"},
-         {"r_type": 0.5, "title_score": 0.2}),
+        (
+            {"query": "x", "product_category": "A › B", "title": "Boots"},
+            {"name": "Boots Alpha Beta Gamma Delta"},
+            {"r_type": 0.5, "title_score": 0.2},
+        ),
         # Under 0.1 of the goal's nouns: 0.1.
-        ({"query": "x", "product_category": "A › B", "title": "Boots"}, {"name": "Boots " + " ".join(f"word{c}" for c in "abcdefghijk")},
-         {"r_type": 0.1, "title_score": 1 / 12}),
+        (
+            {"query": "x", "product_category": "A › B", "title": "Boots"},
+            {"name": "Boots " + " ".join(f"word{c}" for c in "abcdefghijk")},
+            {"r_type": 0.1, "title_score": 1 / 12},
+        ),
         # No shared noun: 0.
         ({"title": "Coffee Beans"}, {}, {"r_type": 0.0, "title_score": 0.0}),
         # A goal title without nouns scores 0.2 (and the query still matches).
@@ -131,7 +151,9 @@ def test_type_reward_cases(fields, goal, expected):
 
 
 def test_attribute_matching_fuzzy_or_in_the_text():
-    boots = product(attributes=["Water-Proof", "cotton spandex"], bullet_points=["Anti slip sole"], description="Machine wash.")
+    boots = product(
+        attributes=["Water-Proof", "cotton spandex"], bullet_points=["Anti slip sole"], description="Machine wash."
+    )
     assert attribute_reward(boots, ["waterproof"]) == 0  # token sets differ: "water proof" vs "waterproof"
     assert attribute_reward(boots, ["water proof"]) == 1  # punctuation and case do not matter
     assert attribute_reward(boots, ["cotton"]) == 1  # a subset of the attribute's tokens scores 100
@@ -181,7 +203,13 @@ def fresh_extractors():
 
 def test_heuristic_nouns():
     assert heuristic_nouns("Men's Waterproof Hiking Boots, 2-Pack (Black)") == ("men", "hiking", "boots", "pack")
-    assert heuristic_nouns("Olive Oil Bed Frame, Adjustable, Extra Virgin") == ("olive", "oil", "bed", "frame", "virgin")
+    assert heuristic_nouns("Olive Oil Bed Frame, Adjustable, Extra Virgin") == (
+        "olive",
+        "oil",
+        "bed",
+        "frame",
+        "virgin",
+    )
     assert heuristic_nouns("") == ()
 
 

@@ -12,8 +12,8 @@ import pytest
 
 import agentfly_envs.webshop.index as index_module
 from agentfly_envs.webshop import GeneratedCatalog, open_index
-from agentfly_envs.webshop.products import Product
 from agentfly_envs.webshop.index import MANIFEST, MAX_QUERY_TERMS, default_cache_dir, document_text
+from agentfly_envs.webshop.products import Product
 
 CATALOG = GeneratedCatalog(600, seed=11, num_goals=200)
 
@@ -58,11 +58,26 @@ def test_two_builds_of_a_catalog_rank_ties_the_same(tmp_path, fresh):
 
 
 def test_documents_hold_title_description_bullets_options_and_attributes():
-    product = Product(asin="B0X", title="Title Words", query="q", category="c", product_category="A › B",
-                      description="Described.", bullet_points=["Bullet one", "Bullet two"], pricing=(1.0,),
-                      price_tag="$1.0", options={"color": ["red", "blue"]}, option_images={}, attributes=["DUMMY_ATTR"])
+    product = Product(
+        asin="B0X",
+        title="Title Words",
+        query="q",
+        category="c",
+        product_category="A › B",
+        description="Described.",
+        bullet_points=["Bullet one", "Bullet two"],
+        pricing=(1.0,),
+        price_tag="$1.0",
+        options={"color": ["red", "blue"]},
+        option_images={},
+        attributes=["DUMMY_ATTR"],
+    )
     assert document_text(product) == "Title Words Described. Bullet one Bullet two color: red, blue "
-    with_attributes = document_text(Product(**{**{f: getattr(product, f) for f in product.__struct_fields__}, "attributes": ["vegan", "gluten free"]}))
+    with_attributes = document_text(
+        Product(
+            **{**{f: getattr(product, f) for f in product.__struct_fields__}, "attributes": ["vegan", "gluten free"]}
+        )
+    )
     assert with_attributes.endswith("color: red, blue vegan, gluten free")
 
 
@@ -108,7 +123,9 @@ BUILDER = textwrap.dedent(
 
 def test_concurrent_builders_in_two_processes_share_one_index(tmp_path):
     processes = [
-        subprocess.Popen([sys.executable, "-c", BUILDER, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", BUILDER, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for _ in range(2)
     ]
     outputs = []

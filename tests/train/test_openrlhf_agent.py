@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import gymnasium as gym
 import pytest
 import ray
-from ray.exceptions import RayActorError
 from openrlhf.utils.agent import AgentExecutorBase
+from ray.exceptions import RayActorError
 
 from agentfly_env.policies import expert_action
 from agentfly_train.backends.openrlhf import AGENT_FILE, executor
@@ -76,12 +76,16 @@ class ScriptedEngine:
         if self.fail_on_turn == len(self.calls):
             raise RuntimeError("engine died")
         text = self.turns[len(self.calls)]
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.convert_tokens_to_ids("<|im_end|>")]
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [
+            self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        ]
         finish = "stop"
         if len(ids) > sampling_params.max_tokens:
             ids, finish = ids[: sampling_params.max_tokens], "length"
         logprobs = [{token: SimpleNamespace(logprob=-0.25 - i / 1000)} for i, token in enumerate(ids)]
-        self.calls.append({"prompt": list(prompt_token_ids), "ids": ids, "logprobs": [-0.25 - i / 1000 for i in range(len(ids))]})
+        self.calls.append(
+            {"prompt": list(prompt_token_ids), "ids": ids, "logprobs": [-0.25 - i / 1000 for i in range(len(ids))]}
+        )
         text_ids = ids[:-1] if finish == "stop" else ids
         output = SimpleNamespace(
             token_ids=ids, text=self.tokenizer.decode(text_ids), finish_reason=finish, logprobs=logprobs
@@ -115,7 +119,9 @@ def expert_episode(env_id: str, options: dict, seed: int) -> tuple[list[str], li
 
 
 @pytest.mark.parametrize(("env_id", "options", "seed"), [(*MATH, 3), (*WEBSHOP, 5)], ids=["math", "webshop"])
-async def test_openrlhf_loop_masks_exactly_the_generated_tokens(agent_module, tokenizer, tmp_path, env_id, options, seed):
+async def test_openrlhf_loop_masks_exactly_the_generated_tokens(
+    agent_module, tokenizer, tmp_path, env_id, options, seed
+):
     actions, observations, expected_return = expert_episode(env_id, options, seed)
     assert len(actions) >= 2, "a multi-turn episode is needed to check the env turns"
     prompt, label = prompt_row(tmp_path, tokenizer, env_id, options, seed)
@@ -135,7 +141,9 @@ async def test_openrlhf_loop_masks_exactly_the_generated_tokens(agent_module, to
     # Env tokens: the prompt, then each observation turn, token for token what the local backend appends.
     chat = ChatFormat(tokenizer)
     assert tokens[: ranges[0][0]] == tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    for (_, end), (next_start, _), call, observation in zip(ranges, ranges[1:], engine.calls, observations, strict=False):
+    for (_, end), (next_start, _), call, observation in zip(
+        ranges, ranges[1:], engine.calls, observations, strict=False
+    ):
         assert tokens[end:next_start] == chat.encode_observation(observation, call["ids"])
     assert ranges[-1][1] == len(tokens)  # a finished episode gets no trailing observation
     logs = result["extra_logs"]
@@ -168,7 +176,9 @@ async def test_engine_failure_propagates_and_frees_the_env(agent_module, tokeniz
     prompt, label = prompt_row(tmp_path, tokenizer, env_id, options, 3)
     agent = agent_module.AgentExecutor()
     with pytest.raises(RuntimeError, match="engine died"):
-        await agent.execute(prompt, label, Sampling(), 4096, tokenizer, ScriptedEngine(tokenizer, actions, fail_on_turn=1))
+        await agent.execute(
+            prompt, label, Sampling(), 4096, tokenizer, ScriptedEngine(tokenizer, actions, fail_on_turn=1)
+        )
     pool = executor.env_pool(executor.EpisodeLabel.parse(label), agent.settings)
     assert pool.stats().in_use == 0 and pool.stats().leases == 1
 
@@ -180,7 +190,10 @@ async def test_samples_of_one_prompt_play_the_same_task_concurrently(agent_modul
     prompt, label = prompt_row(tmp_path, tokenizer, env_id, options, 8)
     agent = agent_module.AgentExecutor()
     results = await asyncio.gather(
-        *(agent.execute(prompt, label, Sampling(), 4096, tokenizer, ScriptedEngine(tokenizer, actions)) for _ in range(6))
+        *(
+            agent.execute(prompt, label, Sampling(), 4096, tokenizer, ScriptedEngine(tokenizer, actions))
+            for _ in range(6)
+        )
     )
     assert [r["reward"] for r in results] == pytest.approx([expected] * 6)
     assert len({tuple(r["observation_tokens"]) for r in results}) == 1
@@ -218,7 +231,10 @@ async def test_on_ray_a_killed_env_actor_fails_only_its_episode(ray_cluster, mon
         assert len(engines[4].calls) == 2 and killed["action_ranges"][-1][1] == len(killed["observation_tokens"])
         assert pool.stats().in_use == 0 and pool.stats().destroyed == 1
         again = await asyncio.gather(
-            *(agent.execute(prompt, label, Sampling(), 4096, tokenizer, ScriptedEngine(tokenizer, actions)) for _ in range(2))
+            *(
+                agent.execute(prompt, label, Sampling(), 4096, tokenizer, ScriptedEngine(tokenizer, actions))
+                for _ in range(2)
+            )
         )
         assert [r["reward"] for r in again] == pytest.approx([expected] * 2)
         assert pool.stats().created == 3  # the two first actors and the dead one's replacement

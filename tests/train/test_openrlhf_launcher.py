@@ -39,9 +39,15 @@ MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # a hub id: passed through untouched, neve
 def _main_block() -> Any:
     """The module's standard-library imports, then its ``__main__`` block (its other imports need GPUs)."""
     tree = ast.parse(OPENRLHF_CLI.read_text())
-    imports = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
-               and all(name.split(".")[0] in sys.stdlib_module_names
-                       for name in ([node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]))]
+    imports = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and all(
+            name.split(".")[0] in sys.stdlib_module_names
+            for name in ([node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names])
+        )
+    ]
     block = next(node for node in tree.body if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test))
     return compile(ast.Module(body=[*imports, *block.body], type_ignores=[]), str(OPENRLHF_CLI), "exec")
 
@@ -64,13 +70,20 @@ def openrlhf_parse(argv: list[str]) -> SimpleNamespace:
 
 def launcher_for(tmp_path: Path, overrides: list[str] = (), **data: Any) -> OpenRLHFLauncher:
     """A dry-run launcher (prompt files exported under ``tmp_path/run dir``: a path with a space)."""
-    config = Config.from_dict({"backend": "openrlhf", "out_dir": str(tmp_path / "run dir"), "model": {"path": MODEL},
-                               "train": {"steps": 2}, **data})
+    config = Config.from_dict(
+        {
+            "backend": "openrlhf",
+            "out_dir": str(tmp_path / "run dir"),
+            "model": {"path": MODEL},
+            "train": {"steps": 2},
+            **data,
+        }
+    )
     return OpenRLHFLauncher(apply_overrides(config, list(overrides)).validate(check_model=False), dry_run=True)
 
 
 def entry_args(argv: list[str]) -> list[str]:
-    return argv[argv.index(ENTRY_MODULE) + 1:]
+    return argv[argv.index(ENTRY_MODULE) + 1 :]
 
 
 def lines(path: str | Path) -> list[dict[str, Any]]:
@@ -113,33 +126,95 @@ def test_every_algorithm_is_accepted_by_openrlhf(tmp_path, algo):
     ("overrides", "check"),
     [
         # Separate GPUs for vLLM (2 engines x 2), the actor (2 nodes x 4) and PPO's critic (1 x 4).
-        (['algo="ppo"', 'openrlhf.colocate="none"', "openrlhf.vllm_engines=2", "openrlhf.vllm_tensor_parallel=2",
-          "openrlhf.num_nodes=2", "openrlhf.gpus_per_node=4", "openrlhf.critic_num_nodes=1", "rollout.prompts_per_step=16"],
-         lambda a: (a.train.colocate_all, a.train.colocate_actor_ref, a.vllm.enable_sleep, a.vllm.tensor_parallel_size,
-                    a.actor.num_nodes, a.critic.num_nodes, a.critic.num_gpus_per_node, a.ref.num_nodes)
-         == (False, False, False, 2, 2, 1, 4, 2)),
+        (
+            [
+                'algo="ppo"',
+                'openrlhf.colocate="none"',
+                "openrlhf.vllm_engines=2",
+                "openrlhf.vllm_tensor_parallel=2",
+                "openrlhf.num_nodes=2",
+                "openrlhf.gpus_per_node=4",
+                "openrlhf.critic_num_nodes=1",
+                "rollout.prompts_per_step=16",
+            ],
+            lambda a: (
+                (
+                    a.train.colocate_all,
+                    a.train.colocate_actor_ref,
+                    a.vllm.enable_sleep,
+                    a.vllm.tensor_parallel_size,
+                    a.actor.num_nodes,
+                    a.critic.num_nodes,
+                    a.critic.num_gpus_per_node,
+                    a.ref.num_nodes,
+                )
+                == (False, False, False, 2, 2, 1, 4, 2)
+            ),
+        ),
         # Async: vLLM ahead of training on GPUs of its own, actor and reference sharing theirs.
-        (['openrlhf.colocate="actor-ref"', "openrlhf.async_train=true", "openrlhf.async_queue_size=2", "openrlhf.vllm_engines=4"],
-         lambda a: (a.train.async_enable, a.train.async_queue_size, a.train.colocate_actor_ref, a.vllm.enable_sleep)
-         == (True, 2, True, False)),
+        (
+            [
+                'openrlhf.colocate="actor-ref"',
+                "openrlhf.async_train=true",
+                "openrlhf.async_queue_size=2",
+                "openrlhf.vllm_engines=4",
+            ],
+            lambda a: (
+                (a.train.async_enable, a.train.async_queue_size, a.train.colocate_actor_ref, a.vllm.enable_sleep)
+                == (True, 2, True, False)
+            ),
+        ),
         # PPO with both pairs colocated: the (unused) reward layout follows the critic's, as OpenRLHF checks.
-        (['algo="ppo"', 'openrlhf.colocate="actor-ref+critic-reward"', "openrlhf.critic_gpus_per_node=4"],
-         lambda a: (a.train.colocate_critic_reward, a.reward.num_gpus_per_node, a.critic.num_gpus_per_node) == (True, 4, 4)),
+        (
+            ['algo="ppo"', 'openrlhf.colocate="actor-ref+critic-reward"', "openrlhf.critic_gpus_per_node=4"],
+            lambda a: (
+                (a.train.colocate_critic_reward, a.reward.num_gpus_per_node, a.critic.num_gpus_per_node) == (True, 4, 4)
+            ),
+        ),
         # Raw arguments come last and win.
-        (['openrlhf.extra_args=["--ds.adam_offload", "--actor.lr_scheduler", "cosine_with_min_lr"]'],
-         lambda a: (a.ds.adam_offload, a.actor.lr_scheduler) == (True, "cosine_with_min_lr")),
+        (
+            ['openrlhf.extra_args=["--ds.adam_offload", "--actor.lr_scheduler", "cosine_with_min_lr"]'],
+            lambda a: (a.ds.adam_offload, a.actor.lr_scheduler) == (True, "cosine_with_min_lr"),
+        ),
         (['train.resume="auto"'], lambda a: a.ckpt.load_enable and a.ckpt.path.endswith("run dir/checkpoints")),
         (['train.resume="/ckpt/old run"'], lambda a: (a.ckpt.load_enable, a.ckpt.path) == (True, "/ckpt/old run")),
         # No value clip in our config is an unbounded one in OpenRLHF's (its flag cannot be unset).
-        (['algo="ppo"', "algorithm.value_clip=0", "algorithm.dual_clip=3", "algorithm.advantage_std_norm=false"],
-         lambda a: (a.critic.value_clip, a.actor.dual_clip, a.algo.advantage.no_std_norm) == (math.inf, 3.0, True)),
-        (['algo="rloo"', "algorithm.kl_coef=0", "algorithm.clip_eps_high=0.28", 'algorithm.loss_agg="seq-mean-token-mean"',
-          "rollout.top_p=0.9", "rollout.max_episode_tokens=4096", "train.gradient_checkpointing=true", "train.epochs=2",
-          "openrlhf.vllm_prefix_caching=false", "openrlhf.packing=false", 'openrlhf.param_dtype="fp16"', "seed=7"],
-         lambda a: (a.algo.kl.init_coef, list(a.actor.eps_clip_low_high), a.actor.loss_agg_mode, a.rollout.top_p, a.data.max_len,
-                    a.actor.gradient_checkpointing_enable, a.train.max_epochs, a.vllm.enable_prefix_caching, a.ds.packing_samples,
-                    a.ds.param_dtype, a.train.seed)
-         == (0.0, [0.2, 0.28], "seq-mean-token-mean", 0.9, 4096, True, 2, False, False, "fp16", 7)),
+        (
+            ['algo="ppo"', "algorithm.value_clip=0", "algorithm.dual_clip=3", "algorithm.advantage_std_norm=false"],
+            lambda a: (a.critic.value_clip, a.actor.dual_clip, a.algo.advantage.no_std_norm) == (math.inf, 3.0, True),
+        ),
+        (
+            [
+                'algo="rloo"',
+                "algorithm.kl_coef=0",
+                "algorithm.clip_eps_high=0.28",
+                'algorithm.loss_agg="seq-mean-token-mean"',
+                "rollout.top_p=0.9",
+                "rollout.max_episode_tokens=4096",
+                "train.gradient_checkpointing=true",
+                "train.epochs=2",
+                "openrlhf.vllm_prefix_caching=false",
+                "openrlhf.packing=false",
+                'openrlhf.param_dtype="fp16"',
+                "seed=7",
+            ],
+            lambda a: (
+                (
+                    a.algo.kl.init_coef,
+                    list(a.actor.eps_clip_low_high),
+                    a.actor.loss_agg_mode,
+                    a.rollout.top_p,
+                    a.data.max_len,
+                    a.actor.gradient_checkpointing_enable,
+                    a.train.max_epochs,
+                    a.vllm.enable_prefix_caching,
+                    a.ds.packing_samples,
+                    a.ds.param_dtype,
+                    a.train.seed,
+                )
+                == (0.0, [0.2, 0.28], "seq-mean-token-mean", 0.9, 4096, True, 2, False, False, "fp16", 7)
+            ),
+        ),
     ],
     ids=["separate-gpus", "async", "ppo-pairs", "extra-args", "resume-auto", "resume-path", "ppo-clips", "fields"],
 )
@@ -159,12 +234,26 @@ def test_eval_split_is_exported_and_scheduled(tmp_path):
 
 
 def test_warmup_and_steps_match_the_local_schedule(tmp_path):
-    launcher = launcher_for(tmp_path, ["train.steps=10", "rollout.prompts_per_step=16", "train.warmup_steps=3",
-                                       "train.mini_batch_size=32", "train.epochs=2"])
+    launcher = launcher_for(
+        tmp_path,
+        [
+            "train.steps=10",
+            "rollout.prompts_per_step=16",
+            "train.warmup_steps=3",
+            "train.mini_batch_size=32",
+            "train.epochs=2",
+        ],
+    )
     args = openrlhf_parse(entry_args(launcher.argv))
     # OpenRLHF's optimizer steps (ppo_trainer.prepare_datasets) and its warm-up (ceil(steps x ratio)).
     prompts = len(lines(args.data.prompt_dataset))
-    max_steps = prompts * args.rollout.n_samples_per_prompt // args.train.batch_size * args.train.num_episodes * args.train.max_epochs
+    max_steps = (
+        prompts
+        * args.rollout.n_samples_per_prompt
+        // args.train.batch_size
+        * args.train.num_episodes
+        * args.train.max_epochs
+    )
     assert (prompts, max_steps) == (160, 10 * 2 * 2)
     assert math.ceil(max_steps * args.actor.lr_warmup_ratio) == 3 and args.actor.lr_scheduler == "constant_with_warmup"
 
@@ -176,8 +265,9 @@ def submitted(tmp_path: Path, overrides: list[str] = ()) -> tuple[OpenRLHFLaunch
     """A submit-mode launcher and its ``ray job submit`` arguments as Ray's own click parser reads them."""
     from ray.dashboard.modules.job.cli import submit
 
-    launcher = launcher_for(tmp_path, ['openrlhf.ray_address="http://head:8265"', 'openrlhf.cluster_out_dir="/shared/runs/x"',
-                                       *overrides])
+    launcher = launcher_for(
+        tmp_path, ['openrlhf.ray_address="http://head:8265"', 'openrlhf.cluster_out_dir="/shared/runs/x"', *overrides]
+    )
     assert launcher.argv[1:3] == ["job", "submit"]
     params = submit.make_context("submit", launcher.argv[3:]).params
     return launcher, params
@@ -197,26 +287,47 @@ def test_submit_command_passes_through_ray_job_submit(tmp_path):
     # Paths are relative to the working dir, which is every worker's cwd on the cluster.
     assert (job_dir / args.train.agent_func_path).resolve() == AGENT_FILE.resolve()
     assert len(lines(job_dir / args.data.prompt_dataset)) == 16 and len(lines(job_dir / args.eval.dataset)) == 64
-    assert args.ckpt.path == "/shared/runs/x/checkpoints" and args.logger.tensorboard_dir == "/shared/runs/x/tensorboard"
+    assert (
+        args.ckpt.path == "/shared/runs/x/checkpoints" and args.logger.tensorboard_dir == "/shared/runs/x/tensorboard"
+    )
     assert sorted(p.name for p in job_dir.iterdir() if p.is_symlink()) == sorted(PACKAGES)
-    assert (job_dir / "agentfly_envs" / "math").is_dir()  # agentfly_envs lives in envs/ here: linked under its import name
+    assert (
+        job_dir / "agentfly_envs" / "math"
+    ).is_dir()  # agentfly_envs lives in envs/ here: linked under its import name
     assert runtime_env["pip"] == core_requirements() and "gymnasium==1.4.0" in runtime_env["pip"]
     assert not any("extra" in requirement or "vllm" in requirement for requirement in runtime_env["pip"])
 
 
 def test_runtime_env_overrides_merge(tmp_path):
-    _, params = submitted(tmp_path, ["openrlhf.requirements=false", 'openrlhf.env_vars={AGENTFLY_LEASE_TIMEOUT_S = 900}',
-                                     'openrlhf.runtime_env={env_vars = {NCCL_DEBUG = "INFO"}, pip = ["extra-pkg==1.0"]}'])
+    _, params = submitted(
+        tmp_path,
+        [
+            "openrlhf.requirements=false",
+            "openrlhf.env_vars={AGENTFLY_LEASE_TIMEOUT_S = 900}",
+            'openrlhf.runtime_env={env_vars = {NCCL_DEBUG = "INFO"}, pip = ["extra-pkg==1.0"]}',
+        ],
+    )
     runtime_env = json.loads(params["runtime_env_json"])
     assert runtime_env["pip"] == ["extra-pkg==1.0"]
-    assert runtime_env["env_vars"] == {"AGENTFLY_ENV_POOL": "ray", "AGENTFLY_ENV_POOL_SIZE": "16", "AGENTFLY_OBSERVATION_ROLE": "tool",
-                                       "AGENTFLY_LEASE_TIMEOUT_S": "900", "NCCL_DEBUG": "INFO"}
+    assert runtime_env["env_vars"] == {
+        "AGENTFLY_ENV_POOL": "ray",
+        "AGENTFLY_ENV_POOL_SIZE": "16",
+        "AGENTFLY_OBSERVATION_ROLE": "tool",
+        "AGENTFLY_LEASE_TIMEOUT_S": "900",
+        "NCCL_DEBUG": "INFO",
+    }
 
 
 def test_submit_rejects_words_ray_would_mangle(tmp_path):
     # The default cluster_out_dir is out_dir, which has a space here: Ray's shell join would split it.
-    config = Config.from_dict({"backend": "openrlhf", "out_dir": str(tmp_path / "run dir"), "model": {"path": MODEL},
-                               "openrlhf": {"ray_address": "http://head:8265"}})
+    config = Config.from_dict(
+        {
+            "backend": "openrlhf",
+            "out_dir": str(tmp_path / "run dir"),
+            "model": {"path": MODEL},
+            "openrlhf": {"ray_address": "http://head:8265"},
+        }
+    )
     with pytest.raises(ConfigError, match="cannot pass through `ray job submit`.*cluster_out_dir"):
         OpenRLHFLauncher(config, dry_run=True)
 
@@ -241,8 +352,14 @@ def test_a_submitted_job_runs_the_shipped_code_from_its_working_dir(tmp_path):
     """Ray itself packages the job dir (following the links) and runs a task in it, as on a cluster."""
     launcher, params = submitted(tmp_path, ["openrlhf.requirements=false"])  # pip installs are the cluster's business
     args = openrlhf_parse(list(params["entrypoint"])[3:])
-    run = subprocess.run([sys.executable, "-c", PROBE, params["runtime_env_json"], args.train.agent_func_path, args.data.prompt_dataset],
-                         capture_output=True, text=True, timeout=180, check=False, cwd=tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, params["runtime_env_json"], args.train.agent_func_path, args.data.prompt_dataset],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert seen["agent"] and seen["rows"] == 16 and seen["env"] == launcher.env
@@ -256,24 +373,57 @@ def test_a_submitted_job_runs_the_shipped_code_from_its_working_dir(tmp_path):
 
 def test_cli_dry_run_prints_one_shell_line_openrlhf_accepts(tmp_path, capsys):
     out = tmp_path / "it's a run"
-    code = main(["--backend", "openrlhf", "--dry-run", "--out", str(out), "--model", MODEL, "--algo", "rloo", "--samples-per-prompt", "8",
-                 "--steps", "3", "--lr", "2e-6", "--set", "openrlhf.env_pool_size=4", "--set", 'openrlhf.env_vars={NOTE = "a b"}'])
+    code = main(
+        [
+            "--backend",
+            "openrlhf",
+            "--dry-run",
+            "--out",
+            str(out),
+            "--model",
+            MODEL,
+            "--algo",
+            "rloo",
+            "--samples-per-prompt",
+            "8",
+            "--steps",
+            "3",
+            "--lr",
+            "2e-6",
+            "--set",
+            "openrlhf.env_pool_size=4",
+            "--set",
+            'openrlhf.env_vars={NOTE = "a b"}',
+        ]
+    )
     printed = capsys.readouterr().out.strip().splitlines()
     assert code == 0 and all(line.startswith("# ") for line in printed[:-1])
     words = shlex.split(printed[-1])
     env = dict(word.split("=", 1) for word in words[:4])
-    assert env == {"AGENTFLY_ENV_POOL": "ray", "AGENTFLY_ENV_POOL_SIZE": "4", "AGENTFLY_OBSERVATION_ROLE": "tool", "NOTE": "a b"}
+    assert env == {
+        "AGENTFLY_ENV_POOL": "ray",
+        "AGENTFLY_ENV_POOL_SIZE": "4",
+        "AGENTFLY_OBSERVATION_ROLE": "tool",
+        "NOTE": "a b",
+    }
     assert words[4:7] == [sys.executable, "-m", ENTRY_MODULE]
     args = openrlhf_parse(words[7:])
     assert (args.algo.advantage.estimator, args.rollout.n_samples_per_prompt, args.actor.adam.lr) == ("rloo", 8, 2e-6)
-    assert Path(args.data.prompt_dataset) == out / "openrlhf" / "train.jsonl" and len(lines(args.data.prompt_dataset)) == 24
+    assert (
+        Path(args.data.prompt_dataset) == out / "openrlhf" / "train.jsonl"
+        and len(lines(args.data.prompt_dataset)) == 24
+    )
     assert not (out / "checkpoints").exists() and sorted(p.name for p in out.iterdir()) == ["openrlhf"]
 
 
 def test_preset_dry_run_is_a_valid_eight_gpu_command(tmp_path, capsys):
     assert main(["--config", "openrlhf", "--dry-run", "--out", str(tmp_path / "preset")]) == 0
     args = openrlhf_parse(shlex.split(capsys.readouterr().out.strip().splitlines()[-1])[6:])
-    assert (args.rollout.batch_size * args.rollout.n_samples_per_prompt, args.train.batch_size, args.eval.steps) == (256, 128, 10)
+    assert (args.rollout.batch_size * args.rollout.n_samples_per_prompt, args.train.batch_size, args.eval.steps) == (
+        256,
+        128,
+        10,
+    )
     assert args.actor.num_nodes * args.actor.num_gpus_per_node == args.vllm.num_engines == 8
 
 
@@ -282,13 +432,17 @@ def test_cluster_guide_example_is_a_valid_sixteen_gpu_command(tmp_path):
     guide = (Path(__file__).parents[2] / "docs" / "cluster.md").read_text()
     data = tomllib.loads(re.search(r"```toml\n(.*?)```", guide, re.S)[1])
     data["out_dir"], data["model"]["path"] = str(tmp_path / "run"), MODEL
-    args = openrlhf_parse(entry_args(OpenRLHFLauncher(Config.from_dict(data).validate(check_model=False), dry_run=True).argv))
+    args = openrlhf_parse(
+        entry_args(OpenRLHFLauncher(Config.from_dict(data).validate(check_model=False), dry_run=True).argv)
+    )
     assert args.actor.num_nodes * args.actor.num_gpus_per_node == args.vllm.num_engines == 16
     assert json.loads(lines(args.data.prompt_dataset)[0]["label"])["options"]["max_turns"] == 6
 
 
 def test_bundled_model_is_named_not_converted_by_a_dry_run(tmp_path):
-    config = Config.from_dict({"backend": "openrlhf", "out_dir": str(tmp_path / "run"), "model": {"cache_dir": str(tmp_path / "models")}})
+    config = Config.from_dict(
+        {"backend": "openrlhf", "out_dir": str(tmp_path / "run"), "model": {"cache_dir": str(tmp_path / "models")}}
+    )
     args = openrlhf_parse(entry_args(OpenRLHFLauncher(config, dry_run=True).argv))
     assert args.actor.model_name_or_path.startswith(f"{tmp_path}/models/SmolLM2-135M-Instruct.Q4_1-")
     assert not (tmp_path / "models").exists()
@@ -304,7 +458,9 @@ def test_wandb_key_is_used_but_not_printed(tmp_path, monkeypatch):
     assert (args.logger.wandb.key, args.logger.wandb.project) == ("0123abcd", "agents")
     assert "0123abcd" not in launcher.shell() and '--logger.wandb.key "$WANDB_API_KEY"' in launcher.shell()
     # The printed line gets the key back from the shell that runs it.
-    echoed = subprocess.run(["sh", "-c", f"printf '%s\\n' {launcher.shell()}"], capture_output=True, text=True, check=True).stdout
+    echoed = subprocess.run(
+        ["sh", "-c", f"printf '%s\\n' {launcher.shell()}"], capture_output=True, text=True, check=True
+    ).stdout
     assert "0123abcd" in echoed.splitlines()
 
 
@@ -317,7 +473,9 @@ def test_settings_openrlhf_cannot_carry_are_noted(tmp_path):
 def test_the_turn_limit_travels_in_every_label(tmp_path):
     """OpenRLHF's loop has no turn limit, so the env enforces it: ``max_turns`` joins the labels' options."""
     launcher = launcher_for(tmp_path, ["rollout.max_turns=2"])
-    labels = [json.loads(json.loads(line)["label"]) for line in (launcher.job_dir / "train.jsonl").read_text().splitlines()]
+    labels = [
+        json.loads(json.loads(line)["label"]) for line in (launcher.job_dir / "train.jsonl").read_text().splitlines()
+    ]
     assert labels and all(label["options"]["max_turns"] == 2 for label in labels)
     chosen = launcher_for(tmp_path, ["rollout.max_turns=2", "env.options.max_turns=5"])
     label = json.loads(json.loads((chosen.job_dir / "train.jsonl").read_text().splitlines()[0])["label"])
@@ -328,7 +486,10 @@ def test_the_turn_limit_travels_in_every_label(tmp_path):
     ("overrides", "message"),
     [
         (["openrlhf.async_train=true"], "vLLM needs GPUs of its own"),
-        (["openrlhf.vllm_engines=4"], r"vllm_engines x vllm_tensor_parallel \(4\) must equal num_nodes x gpus_per_node \(8\)"),
+        (
+            ["openrlhf.vllm_engines=4"],
+            r"vllm_engines x vllm_tensor_parallel \(4\) must equal num_nodes x gpus_per_node \(8\)",
+        ),
         (["rollout.samples_per_prompt=1"], "samples_per_prompt must be at least 2"),
         (['openrlhf.colocate="critic-reward"'], "places a critic, but grpo has none"),
         (['openrlhf.colocate="everything"'], "openrlhf.colocate must be one of"),
@@ -345,7 +506,9 @@ def test_the_turn_limit_travels_in_every_label(tmp_path):
 )
 def test_bad_openrlhf_configs_are_clear(overrides, message):
     with pytest.raises(ConfigError, match=message):
-        apply_overrides(Config.from_dict({"backend": "openrlhf", "model": {"path": MODEL}}), overrides).validate(check_model=False)
+        apply_overrides(Config.from_dict({"backend": "openrlhf", "model": {"path": MODEL}}), overrides).validate(
+            check_model=False
+        )
 
 
 def test_running_here_without_the_gpu_stack_fails_before_exporting(tmp_path, monkeypatch):
@@ -372,13 +535,25 @@ print("heavy", sorted(m for m in ("torch", "transformers", "vllm", "ray") if sys
 
 def test_cli_exit_codes_and_no_heavy_imports(tmp_path):
     out = str(tmp_path / "cli run")
-    cases = [["--backend", "openrlhf", "--dry-run", "--out", out],
-             ["--backend", "openrlhf", "--out", out],
-             ["--backend", "openrlhf", "--dry-run", "--out", out, "--set", "openrlhf.async_train=true"],
-             ["--dry-run", "--out", out]]
-    run = subprocess.run([sys.executable, "-c", CLI.format(cases=cases)], capture_output=True, text=True, timeout=120, check=False)
-    assert [line for line in run.stdout.splitlines() if line.startswith("exit")] == ["exit 0", "exit 2", "exit 2", "exit 2"], run.stderr
+    cases = [
+        ["--backend", "openrlhf", "--dry-run", "--out", out],
+        ["--backend", "openrlhf", "--out", out],
+        ["--backend", "openrlhf", "--dry-run", "--out", out, "--set", "openrlhf.async_train=true"],
+        ["--dry-run", "--out", out],
+    ]
+    run = subprocess.run(
+        [sys.executable, "-c", CLI.format(cases=cases)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert [line for line in run.stdout.splitlines() if line.startswith("exit")] == [
+        "exit 0",
+        "exit 2",
+        "exit 2",
+        "exit 2",
+    ], run.stderr
     assert "heavy []" in run.stdout  # a dry run loads no model, no Ray, no vLLM
-    for expected in ["not installed; running OpenRLHF here needs a GPU machine", "vLLM needs GPUs of its own",
-                     "--dry-run prints the OpenRLHF command: use it with --backend openrlhf"]:
+    for expected in [
+        "not installed; running OpenRLHF here needs a GPU machine",
+        "vLLM needs GPUs of its own",
+        "--dry-run prints the OpenRLHF command: use it with --backend openrlhf",
+    ]:
         assert expected in run.stderr

@@ -59,9 +59,17 @@ def load_openrlhf(relative: str, names: set[str], namespace: dict) -> dict:
 @pytest.fixture(scope="module")
 def openrlhf():
     ns: dict = {
-        "torch": torch, "nn": nn, "F": F, "dist": torch.distributed, "itertools": itertools,
-        "Optional": Optional, "Tuple": Tuple, "List": List, "Union": Union,  # noqa: UP006
-        "logger": logging.getLogger("openrlhf"), "RayActorGroup": object,
+        "torch": torch,
+        "nn": nn,
+        "F": F,
+        "dist": torch.distributed,
+        "itertools": itertools,
+        "Optional": Optional,
+        "Tuple": Tuple,  # noqa: UP006
+        "List": List,  # noqa: UP006
+        "Union": Union,
+        "logger": logging.getLogger("openrlhf"),
+        "RayActorGroup": object,
     }
     load_openrlhf("models/utils.py", {"compute_approx_kl", "compute_reward", "masked_mean"}, ns)
     load_openrlhf("models/loss.py", {"aggregate_loss", "PolicyLoss", "ValueLoss"}, ns)
@@ -75,10 +83,14 @@ def openrlhf():
     return SimpleNamespace(**ns)
 
 
-def openrlhf_advantages(orl, rewards, mask, *, estimator, n, kl=None, kl_coef=0.0, values=None, gamma=1.0, lambd=0.95, splits=2):
+def openrlhf_advantages(
+    orl, rewards, mask, *, estimator, n, kl=None, kl_coef=0.0, values=None, gamma=1.0, lambd=0.95, splits=2
+):
     """OpenRLHF's experience maker on the batch, split into ``splits`` micro-batch experiences."""
     args = SimpleNamespace(
-        algo=SimpleNamespace(advantage=SimpleNamespace(estimator=estimator, gamma=gamma, lambd=lambd, no_std_norm=False)),
+        algo=SimpleNamespace(
+            advantage=SimpleNamespace(estimator=estimator, gamma=gamma, lambd=lambd, no_std_norm=False)
+        ),
         rollout=SimpleNamespace(n_samples_per_prompt=n, max_new_tokens=None),
         reward=SimpleNamespace(clip_range=(-10, 10), overlong_buffer_len=None, stop_properly_penalty_coef=None),
         data=SimpleNamespace(max_len=4096),
@@ -90,8 +102,12 @@ def openrlhf_advantages(orl, rewards, mask, *, estimator, n, kl=None, kl_coef=0.
     rows = torch.arange(len(rewards)).tensor_split(splits)
     experiences = [
         SimpleNamespace(
-            rewards=rewards[r].clone(), index=r.tolist(), info={}, action_mask=mask[r],
-            kl=(kl[r] if kl is not None else torch.zeros_like(mask[r])), values=(values[r] if values is not None else None),
+            rewards=rewards[r].clone(),
+            index=r.tolist(),
+            info={},
+            action_mask=mask[r],
+            kl=(kl[r] if kl is not None else torch.zeros_like(mask[r])),
+            values=(values[r] if values is not None else None),
         )
         for r in rows
     ]
@@ -170,7 +186,9 @@ def test_clipped_policy_loss_by_hand():
     # token 0: min(1.5, 1.3) = 1.3; token 1: min(-0.5, -0.8) = -0.8; token 2: min(2.2, 2.2) = 2.2
     assert result.loss.item() == pytest.approx(-(1.3 - 0.8 + 2.2) / 3)
     assert result.clip_ratio.item() == pytest.approx(2 / 3)
-    dual = policy_loss(torch.log(torch.tensor([[5.0]])), torch.zeros(1, 1), torch.tensor([[-1.0]]), torch.ones(1, 1), dual_clip=3.0)
+    dual = policy_loss(
+        torch.log(torch.tensor([[5.0]])), torch.zeros(1, 1), torch.tensor([[-1.0]]), torch.ones(1, 1), dual_clip=3.0
+    )
     assert dual.loss.item() == pytest.approx(3.0)  # -max(min(-5, -1.2), 3 * -1)
 
 
@@ -230,9 +248,20 @@ def test_advantages_match_openrlhf(openrlhf, seed, estimator, n, groups, length,
     rewards = torch.randint(0, 3, (n * groups,), generator=g).float() - 0.5 * torch.rand(n * groups, generator=g)
     kl = torch.randn(mask.shape, generator=g) * 0.1
     values = torch.randn(mask.shape, generator=g) if estimator == "gae" else None
-    ours = compute_advantages(rewards, mask, estimator=estimator, group_size=n, kl=kl, kl_coef=kl_coef, values=values, gamma=gamma, lambd=0.95)
+    ours = compute_advantages(
+        rewards, mask, estimator=estimator, group_size=n, kl=kl, kl_coef=kl_coef, values=values, gamma=gamma, lambd=0.95
+    )
     theirs_adv, theirs_ret = openrlhf_advantages(
-        openrlhf, rewards, mask, estimator=estimator, n=n, kl=kl, kl_coef=kl_coef, values=values, gamma=gamma, lambd=0.95
+        openrlhf,
+        rewards,
+        mask,
+        estimator=estimator,
+        n=n,
+        kl=kl,
+        kl_coef=kl_coef,
+        values=values,
+        gamma=gamma,
+        lambd=0.95,
     )
     assert torch.allclose(ours.advantages, theirs_adv, atol=1e-5), (ours.advantages, theirs_adv)
     assert torch.allclose(ours.returns, theirs_ret, atol=1e-5)
@@ -242,7 +271,9 @@ def test_advantages_match_openrlhf(openrlhf, seed, estimator, n, groups, length,
 def test_kl_matches_openrlhf(openrlhf, estimator):
     g = torch.Generator().manual_seed(3)
     logp, ref = torch.randn(4, 7, generator=g) * 3, torch.randn(4, 7, generator=g) * 3
-    assert torch.allclose(approx_kl(logp, ref, estimator), openrlhf.compute_approx_kl(logp, ref, kl_estimator=estimator))
+    assert torch.allclose(
+        approx_kl(logp, ref, estimator), openrlhf.compute_approx_kl(logp, ref, kl_estimator=estimator)
+    )
 
 
 @pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean"])
@@ -253,21 +284,45 @@ def test_policy_and_value_losses_match_openrlhf(openrlhf, mode, dual_clip):
     adv = torch.randn(6, 8, generator=g)
     token_level = mode == "token-mean"
     totals = {"num_tokens": mask.sum() * 2, "num_sequences": torch.tensor(12.0)}  # as if this were half a step
-    ours = policy_loss(logp, old, adv, mask, clip_eps_low=0.2, clip_eps_high=0.28, dual_clip=dual_clip, mode=mode, **totals)
-    loss_fn = openrlhf.PolicyLoss(clip_eps_low=0.2, clip_eps_high=0.28, dual_clip=dual_clip, token_level_loss=token_level)
-    theirs, clip_ratio, ppo_kl, _, _ = loss_fn(
-        logp, old, adv, action_mask=mask, batch_num_tokens=totals["num_tokens"], global_batch_size=totals["num_sequences"]
+    ours = policy_loss(
+        logp, old, adv, mask, clip_eps_low=0.2, clip_eps_high=0.28, dual_clip=dual_clip, mode=mode, **totals
     )
-    assert torch.allclose(ours.loss, theirs) and torch.allclose(ours.clip_ratio, clip_ratio) and torch.allclose(ours.ppo_kl, ppo_kl)
+    loss_fn = openrlhf.PolicyLoss(
+        clip_eps_low=0.2, clip_eps_high=0.28, dual_clip=dual_clip, token_level_loss=token_level
+    )
+    theirs, clip_ratio, ppo_kl, _, _ = loss_fn(
+        logp,
+        old,
+        adv,
+        action_mask=mask,
+        batch_num_tokens=totals["num_tokens"],
+        global_batch_size=totals["num_sequences"],
+    )
+    assert (
+        torch.allclose(ours.loss, theirs)
+        and torch.allclose(ours.clip_ratio, clip_ratio)
+        and torch.allclose(ours.ppo_kl, ppo_kl)
+    )
 
-    values, old_values, returns = torch.randn(6, 8, generator=g), torch.randn(6, 8, generator=g), torch.randn(6, 8, generator=g)
+    values, old_values, returns = (
+        torch.randn(6, 8, generator=g),
+        torch.randn(6, 8, generator=g),
+        torch.randn(6, 8, generator=g),
+    )
     ours_v = value_loss(values, old_values, returns, mask, clip_eps=0.5, mode=mode, **totals)
     theirs_v = openrlhf.ValueLoss(clip_eps=0.5, token_level_loss=token_level)(
-        values, old_values, returns, action_mask=mask, batch_num_tokens=totals["num_tokens"], global_batch_size=totals["num_sequences"]
+        values,
+        old_values,
+        returns,
+        action_mask=mask,
+        batch_num_tokens=totals["num_tokens"],
+        global_batch_size=totals["num_sequences"],
     )
     assert torch.allclose(ours_v, theirs_v)
     ours_kl = kl_loss(logp, old, mask, estimator="k3", mode=mode)
-    theirs_kl = openrlhf.aggregate_loss(openrlhf.compute_approx_kl(logp, old, kl_estimator="k3"), mask, token_level_loss=token_level)
+    theirs_kl = openrlhf.aggregate_loss(
+        openrlhf.compute_approx_kl(logp, old, kl_estimator="k3"), mask, token_level_loss=token_level
+    )
     assert torch.allclose(ours_kl, theirs_kl)
 
 

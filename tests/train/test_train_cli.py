@@ -17,9 +17,9 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 from docstring_examples import module_names, run_docstring_examples
-from agentfly_envs.math.calculator import evaluate as calculate
 
 import agentfly_train
+from agentfly_envs.math.calculator import evaluate as calculate
 from agentfly_train import models
 from agentfly_train.cli import main
 from agentfly_train.config import Config, ConfigError, apply_overrides
@@ -37,9 +37,21 @@ def test_toml_then_flags_then_set(tmp_path):
         "[train]\nlr = 1e-6\nsteps = 5\n[rollout]\nstop = ['</answer>']\n"
     )
     config = Config.load(path)
-    assert (config.algo, config.train.lr, config.env.options, config.rollout.stop) == ("rloo", 1e-6, {"difficulty": 2}, ["</answer>"])
-    apply_overrides(config, ["train.lr=3e-5", "env.options.difficulty=0", "env.options.tools=[]", "log.wandb=true", "out_dir=x y"])
-    assert (config.train.lr, config.env.options, config.log.wandb, config.out_dir) == (3e-5, {"difficulty": 0, "tools": []}, True, "x y")
+    assert (config.algo, config.train.lr, config.env.options, config.rollout.stop) == (
+        "rloo",
+        1e-6,
+        {"difficulty": 2},
+        ["</answer>"],
+    )
+    apply_overrides(
+        config, ["train.lr=3e-5", "env.options.difficulty=0", "env.options.tools=[]", "log.wandb=true", "out_dir=x y"]
+    )
+    assert (config.train.lr, config.env.options, config.log.wandb, config.out_dir) == (
+        3e-5,
+        {"difficulty": 0, "tools": []},
+        True,
+        "x y",
+    )
     assert Config.load("quickstart").algo == "grpo"
 
 
@@ -88,15 +100,30 @@ print("heavy", sorted(m for m in ("torch", "transformers") if m in sys.modules))
 
 
 def test_help_and_bad_configs_fail_before_anything_heavy_loads():
-    cases = [["--help"], ["--algo", "dpo"], ["--env", "AgentFly/Nope-v0"], ["--model", "/no/such/dir"], ["eval", "--model", "/no/x"],
-             ["--set", "rollout.samples_per_prompt=1"], ["--config", "/no/such.toml"]]
-    run = subprocess.run([sys.executable, "-c", EARLY.format(cases=cases)], capture_output=True, text=True, timeout=120, check=False)
+    cases = [
+        ["--help"],
+        ["--algo", "dpo"],
+        ["--env", "AgentFly/Nope-v0"],
+        ["--model", "/no/such/dir"],
+        ["eval", "--model", "/no/x"],
+        ["--set", "rollout.samples_per_prompt=1"],
+        ["--config", "/no/such.toml"],
+    ]
+    run = subprocess.run(
+        [sys.executable, "-c", EARLY.format(cases=cases)], capture_output=True, text=True, timeout=120, check=False
+    )
     exits = re.findall(r"exit (\d+) ([\d.]+)", run.stdout)
     assert [code for code, _ in exits] == ["0", "2", "2", "2", "2", "2", "2"], run.stdout + run.stderr
     assert "heavy []" in run.stdout  # neither torch nor transformers was imported
     assert max(float(seconds) for _, seconds in exits) < 20  # generous: the machine is shared
-    for expected in ["invalid choice: 'dpo'", "unknown env id 'AgentFly/Nope-v0'", "model path '/no/such/dir' does not exist",
-                     "model path '/no/x' does not exist", "samples_per_prompt must be at least 2", "config file '/no/such.toml' not found"]:
+    for expected in [
+        "invalid choice: 'dpo'",
+        "unknown env id 'AgentFly/Nope-v0'",
+        "model path '/no/such/dir' does not exist",
+        "model path '/no/x' does not exist",
+        "samples_per_prompt must be at least 2",
+        "config file '/no/such.toml' not found",
+    ]:
         assert expected in run.stderr
 
 
@@ -106,21 +133,63 @@ def test_help_and_bad_configs_fail_before_anything_heavy_loads():
 def test_train_then_eval_on_the_bundled_model(smollm2_dir, tmp_path, capsys):
     cache = str(Path(smollm2_dir).parent)
     out = tmp_path / "run"
-    code = main([
-        # no tools: a short prompt keeps this fast; the rollout tests cover tool calls
-        "--algo", "grpo", "--env", "AgentFly/Math-v0", "--env-option", "difficulty=0", "--env-option", "tools=[]",
-        "--model", "smollm2-135m",
-        "--model-cache", cache, "--steps", "2", "--prompts-per-step", "2", "--samples-per-prompt", "2",
-        "--max-new-tokens", "8", "--max-turns", "2", "--out", str(out), "--no-progress", "--lr", "1e-5",
-        "--set", "train.save_every=1", "--set", "algorithm.kl_coef=0.01", "--set", "rollout.stop=['</answer>']",
-    ])
+    code = main(
+        [
+            # no tools: a short prompt keeps this fast; the rollout tests cover tool calls
+            "--algo",
+            "grpo",
+            "--env",
+            "AgentFly/Math-v0",
+            "--env-option",
+            "difficulty=0",
+            "--env-option",
+            "tools=[]",
+            "--model",
+            "smollm2-135m",
+            "--model-cache",
+            cache,
+            "--steps",
+            "2",
+            "--prompts-per-step",
+            "2",
+            "--samples-per-prompt",
+            "2",
+            "--max-new-tokens",
+            "8",
+            "--max-turns",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--lr",
+            "1e-5",
+            "--set",
+            "train.save_every=1",
+            "--set",
+            "algorithm.kl_coef=0.01",
+            "--set",
+            "rollout.stop=['</answer>']",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "step 2/2: reward" in printed and "reward curve" in printed
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]
-    for key in ("reward_mean", "success_rate", "turns_per_episode", "tool_calls_per_episode", "parse_errors_per_episode",
-                "truncated_rate", "env_latency_ms", "rollout_pool_leases_peak", "rollout_tokens_per_s", "kl", "kl_loss", "policy_loss"):
+    for key in (
+        "reward_mean",
+        "success_rate",
+        "turns_per_episode",
+        "tool_calls_per_episode",
+        "parse_errors_per_episode",
+        "truncated_rate",
+        "env_latency_ms",
+        "rollout_pool_leases_peak",
+        "rollout_tokens_per_s",
+        "kl",
+        "kl_loss",
+        "policy_loss",
+    ):
         assert key in records[-1], key
     assert 1 <= records[0]["turns_per_episode"] <= 2 and records[0]["rollout_generated_tokens"] > 0
     assert len((out / "trajectories.jsonl").read_text().splitlines()) == 8
@@ -129,8 +198,27 @@ def test_train_then_eval_on_the_bundled_model(smollm2_dir, tmp_path, capsys):
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000001", "step-000002"]
     assert json.loads((out / "config.json").read_text())["rollout"]["prompts_per_step"] == 2
 
-    code = main(["eval", "--model", str(out / "final"), "--env", "AgentFly/Math-v0", "--env-option", "difficulty=0", "--env-option", "tools=[]",
-                 "--episodes", "3", "--max-new-tokens", "8", "--max-turns", "1", "--out", str(out)])
+    code = main(
+        [
+            "eval",
+            "--model",
+            str(out / "final"),
+            "--env",
+            "AgentFly/Math-v0",
+            "--env-option",
+            "difficulty=0",
+            "--env-option",
+            "tools=[]",
+            "--episodes",
+            "3",
+            "--max-new-tokens",
+            "8",
+            "--max-turns",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     summary = json.loads((out / "eval" / "summary.json").read_text())
     assert summary["episodes"] == 3 and summary["env_options"]["split"] == "eval" and 0 <= summary["success_rate"] <= 1
@@ -183,8 +271,19 @@ class ChatHandler(BaseHTTPRequestHandler):
             stop_reason = "</tool_call>"  # a vLLM server cuts the stop string and says which it was
         else:  # the calculator answered
             text, stop_reason = f"<answer>{last['content']}", "</answer>"
-        self._send(200, {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop",
-                                      "stop_reason": stop_reason}], "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+        self._send(
+            200,
+            {
+                "choices": [
+                    {
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                        "stop_reason": stop_reason,
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+            },
+        )
 
     def _send(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
@@ -198,19 +297,37 @@ class ChatHandler(BaseHTTPRequestHandler):
 def test_eval_against_an_openai_compatible_server(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-test")
     with ChatServer(failures=2) as server:
-        config = Config.from_dict({
-            "out_dir": str(tmp_path), "env": {"id": "AgentFly/Math-v0", "options": {"difficulty": 0}},
-            "rollout": {"stop": ["</tool_call>", "</answer>"], "max_new_tokens": 64},
-            "eval": {"base_url": server.url, "server_model": "served", "episodes": 6, "concurrency": 3, "api_key_env": "MY_KEY"},
-        })
+        config = Config.from_dict(
+            {
+                "out_dir": str(tmp_path),
+                "env": {"id": "AgentFly/Math-v0", "options": {"difficulty": 0}},
+                "rollout": {"stop": ["</tool_call>", "</answer>"], "max_new_tokens": 64},
+                "eval": {
+                    "base_url": server.url,
+                    "server_model": "served",
+                    "episodes": 6,
+                    "concurrency": 3,
+                    "api_key_env": "MY_KEY",
+                },
+            }
+        )
         summary = evaluate(config)
     assert (summary["episodes"], summary["success_rate"], summary["reward_mean"]) == (6, 1.0, 1.0)
-    assert (summary["turns_per_episode"], summary["tool_calls_per_episode"], summary["errors_per_episode"]) == (2.0, 1.0, 0.0)
+    assert (summary["turns_per_episode"], summary["tool_calls_per_episode"], summary["errors_per_episode"]) == (
+        2.0,
+        1.0,
+        0.0,
+    )
     requests = server.requests
     assert len(requests) == 12 + 2  # two turns per episode, and two refused while "warming up" (retried)
     first = requests[-1]
     assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer sk-test"
-    assert (first["model"], first["temperature"], first["max_tokens"], first["stop"]) == ("served", 0.0, 64, ["</tool_call>", "</answer>"])
+    assert (first["model"], first["temperature"], first["max_tokens"], first["stop"]) == (
+        "served",
+        0.0,
+        64,
+        ["</tool_call>", "</answer>"],
+    )
     roles = max((r["messages"] for r in requests), key=len)
     assert [m["role"] for m in roles] == ["system", "user", "assistant", "tool"]
     assert roles[2]["content"].endswith("</tool_call>")  # the cut stop string was put back before the env saw it
@@ -227,7 +344,9 @@ def test_server_errors_are_clear():
             client.complete([{"role": "user", "content": "hi"}])
         assert len(server.requests) == 2
     with pytest.raises(ServerError, match="cannot reach"):
-        OpenAIChatClient("http://127.0.0.1:9/v1", "m", retries=0, timeout_s=2).complete([{"role": "user", "content": "x"}])
+        OpenAIChatClient("http://127.0.0.1:9/v1", "m", retries=0, timeout_s=2).complete(
+            [{"role": "user", "content": "x"}]
+        )
 
 
 # ----------------------------------------------------------------------------- export, model cache, vLLM mapping
@@ -235,7 +354,22 @@ def test_server_errors_are_clear():
 
 def test_export_tasks_for_openrlhf(tmp_path):
     out = tmp_path / "prompts.jsonl"
-    assert main(["export", "--env", "AgentFly/Math-v0", "--env-option", "difficulty=0", "--count", "4", "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "--env",
+                "AgentFly/Math-v0",
+                "--env-option",
+                "difficulty=0",
+                "--count",
+                "4",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 4
     label = json.loads(rows[3]["label"])
@@ -297,7 +431,13 @@ def test_vllm_generator_maps_requests_and_answers(monkeypatch):
         def generate(self, prompts, sampling, use_tqdm):
             seen["prompts"], seen["sampling"] = prompts, sampling
             logprobs = [{7: SimpleNamespace(logprob=-0.1)}, {8: SimpleNamespace(logprob=-0.2)}]
-            return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[7, 8], logprobs=logprobs, finish_reason="stop", stop_reason="</a>")])]
+            return [
+                SimpleNamespace(
+                    outputs=[
+                        SimpleNamespace(token_ids=[7, 8], logprobs=logprobs, finish_reason="stop", stop_reason="</a>")
+                    ]
+                )
+            ]
 
     vllm = ModuleType("vllm")
     vllm.LLM = LLM
@@ -307,14 +447,23 @@ def test_vllm_generator_maps_requests_and_answers(monkeypatch):
     from agentfly_train.generation.vllm import VLLMGenerator
 
     generator = VLLMGenerator("/models/x", seed=3)
-    assert seen["engine"]["logprobs_mode"] == "processed_logprobs" and seen["engine"]["worker_extension_cls"].endswith("WeightSyncExtension")
+    assert seen["engine"]["logprobs_mode"] == "processed_logprobs" and seen["engine"]["worker_extension_cls"].endswith(
+        "WeightSyncExtension"
+    )
     out = generator.generate(
-        [GenerationRequest([1, 2], 5, seed=11), GenerationRequest([3], 0)], SamplingParams(8, temperature=0.7, stop=("</a>",), stop_token_ids=(2,))
+        [GenerationRequest([1, 2], 5, seed=11), GenerationRequest([3], 0)],
+        SamplingParams(8, temperature=0.7, stop=("</a>",), stop_token_ids=(2,)),
     )
     assert (out[0].token_ids, out[0].logprobs, out[0].finish_reason) == ([7, 8], [-0.1, -0.2], "stop_string")
     assert out[1].token_ids == []  # no budget: not sent
     [sampling] = seen["sampling"]
-    assert (sampling["max_tokens"], sampling["seed"], sampling["include_stop_str_in_output"], sampling["logprobs"], sampling["top_k"]) == (5, 11, True, 0, -1)
+    assert (
+        sampling["max_tokens"],
+        sampling["seed"],
+        sampling["include_stop_str_in_output"],
+        sampling["logprobs"],
+        sampling["top_k"],
+    ) == (5, 11, True, 0, -1)
     assert seen["prompts"] == [{"prompt_token_ids": [1, 2]}]
 
 

@@ -47,8 +47,14 @@ def shout_config(algo: str, out_dir: str | Path, **train) -> Config:
             "out_dir": str(out_dir),
             "model": {"threads": 1},
             # top-k keeps the random model's choices few, so a handful of steps can move them
-            "rollout": {"prompts_per_step": 4, "samples_per_prompt": 4, "max_turns": 2, "max_new_tokens": 6,
-                        "max_episode_tokens": 128, "top_k": 10},
+            "rollout": {
+                "prompts_per_step": 4,
+                "samples_per_prompt": 4,
+                "max_turns": 2,
+                "max_new_tokens": 6,
+                "max_episode_tokens": 128,
+                "top_k": 10,
+            },
             "train": {"steps": 8, "lr": lr, "epochs": epochs, "critic_lr": 1e-2, "micro_batch_size": 16, **train},
             "log": {"tensorboard": False, "plot": False, "progress": False},
         }
@@ -56,7 +62,9 @@ def shout_config(algo: str, out_dir: str | Path, **train) -> Config:
 
 
 def train(config: Config, tokenizer, seed: int = 0) -> tuple[LocalTrainer, list[dict]]:
-    trainer = LocalTrainer(config, model=tiny_model(tokenizer, seed=seed), tokenizer=tokenizer, env_fn=lambda: ShoutEnv(max_turns=3))
+    trainer = LocalTrainer(
+        config, model=tiny_model(tokenizer, seed=seed), tokenizer=tokenizer, env_fn=lambda: ShoutEnv(max_turns=3)
+    )
     steps: list[dict] = []
     trainer.fit(on_step=lambda step, metrics: steps.append(metrics))
     return trainer, steps
@@ -105,7 +113,8 @@ def test_checkpoint_kill_resume_takes_the_same_next_step(tokenizer, smollm2_dir,
     log = open(tmp_path / "child.log", "wb")  # noqa: SIM115 - closed below
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD.format(tests=str(Path(__file__).parent), model=smollm2_dir, out=str(killed))],
-        stdout=log, stderr=subprocess.STDOUT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     checkpoint = killed / "checkpoints" / "step-000002"
     try:

@@ -34,9 +34,17 @@ def tiny_model(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 64):
 
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
     )
     return LlamaForCausalLM(config).eval()
 
@@ -173,7 +181,9 @@ def test_scripted_episode_is_exactly_prompt_plus_turns(tokenizer):
             positions = [i for t in episode.turns for i in range(t.start, t.end)]
             assert [i for i, m in enumerate(episode.action_mask) if m] == positions
             assert [episode.token_ids[i] for i in positions] == [tok for generated, _ in turns for tok in generated]
-            assert [episode.logprobs[i] for i in positions] == [-0.5 - 0.01 * i for g, _ in turns for i in range(len(g))]
+            assert [episode.logprobs[i] for i in positions] == [
+                -0.5 - 0.01 * i for g, _ in turns for i in range(len(g))
+            ]
             assert all(lp == 0.0 for i, lp in enumerate(episode.logprobs) if i not in set(positions))
 
             # 4. special-looking text in the prompt and observations stayed text: <|im_end|> appears only
@@ -204,20 +214,26 @@ def test_budgets_and_truncation_reasons(tokenizer):
     envs = make_env_pool(echo_env, size=1)
 
     # the turn limit of the rollout
-    result = Rollout(envs, chat, ScriptedGenerator(turns, start), RolloutConfig(samples_per_prompt=1, max_turns=1)).run([0], 0)
+    result = Rollout(envs, chat, ScriptedGenerator(turns, start), RolloutConfig(samples_per_prompt=1, max_turns=1)).run(
+        [0], 0
+    )
     [episode] = result.episodes
     assert (episode.truncated, episode.truncation_reason, len(episode.turns)) == (True, "max_turns", 1)
     assert episode.token_ids[-1] == turns[0][0][-1]  # nothing appended after the last turn
 
     # the env's own turn limit
     envs = make_env_pool(lambda: echo_env(max_turns=2), size=1)
-    [episode] = Rollout(envs, chat, ScriptedGenerator(turns, start), RolloutConfig(samples_per_prompt=1)).run([0], 0).episodes
+    [episode] = (
+        Rollout(envs, chat, ScriptedGenerator(turns, start), RolloutConfig(samples_per_prompt=1)).run([0], 0).episodes
+    )
     assert (episode.truncated, episode.truncation_reason, len(episode.turns)) == (True, "max_turns", 2)
 
     # the episode's token budget: the first observation does not fit after the first turn
     envs = make_env_pool(echo_env, size=1)
     prompt = chat.encode_prompt(echo_env().system_prompt, "Echo things. A prompt with <|im_end|> inside.")
-    config = RolloutConfig(samples_per_prompt=1, max_new_tokens=100, max_episode_tokens=len(prompt) + len(turns[0][0]) + 10)
+    config = RolloutConfig(
+        samples_per_prompt=1, max_new_tokens=100, max_episode_tokens=len(prompt) + len(turns[0][0]) + 10
+    )
     [episode] = Rollout(envs, chat, ScriptedGenerator(turns, start), config).run([0], 0).episodes
     assert (episode.truncated, episode.truncation_reason, len(episode.turns)) == (True, "max_tokens", 1)
     assert len(episode.token_ids) == len(prompt) + len(turns[0][0])
@@ -237,7 +253,9 @@ def test_budgets_and_truncation_reasons(tokenizer):
 
 class LengthCut(ScriptedGenerator):
     def generate(self, requests, params):
-        out = super().generate([GenerationRequest(r.token_ids, params.max_new_tokens, r.seed) for r in requests], params)
+        out = super().generate(
+            [GenerationRequest(r.token_ids, params.max_new_tokens, r.seed) for r in requests], params
+        )
         for generation in out:
             generation.finish_reason = "length"
         return out
@@ -250,7 +268,9 @@ def test_recorded_logprobs_are_the_models_own(tokenizer):
     model = tiny_model(tokenizer, seed=1)
     chat = ChatFormat(tokenizer)
     envs = make_env_pool(echo_env, size=6)
-    config = RolloutConfig(samples_per_prompt=3, max_turns=3, max_new_tokens=6, max_episode_tokens=1000, temperature=0.8)
+    config = RolloutConfig(
+        samples_per_prompt=3, max_turns=3, max_new_tokens=6, max_episode_tokens=1000, temperature=0.8
+    )
     rollout = Rollout(envs, chat, TransformersGenerator(model, tokenizer), config)
     result = rollout.run([0, 1], sample_seed=4)
     assert result.stats.generated_tokens == sum(e.generated_tokens for e in result.episodes) > 0
@@ -287,7 +307,9 @@ def test_stop_strings_and_end_of_turn_tokens(tokenizer):
     assert (len(out.token_ids), out.finish_reason) == (10, "length")
     forced["token"] = tokenizer.convert_tokens_to_ids("<|im_end|>")
     short = GenerationRequest(ids(tokenizer, "hi"), max_new_tokens=10)
-    outs = generator.generate([short, GenerationRequest([], max_new_tokens=0)], SamplingParams(10, stop_token_ids=(forced["token"],)))
+    outs = generator.generate(
+        [short, GenerationRequest([], max_new_tokens=0)], SamplingParams(10, stop_token_ids=(forced["token"],))
+    )
     assert (outs[0].token_ids, outs[0].finish_reason) == ([forced["token"]], "stop")
     assert outs[1].token_ids == []  # no budget, nothing generated
 
@@ -295,7 +317,10 @@ def test_stop_strings_and_end_of_turn_tokens(tokenizer):
 def test_batched_generation_matches_one_at_a_time(tokenizer):
     model = tiny_model(tokenizer, seed=3)
     generator = TransformersGenerator(model, tokenizer)
-    requests = [GenerationRequest(ids(tokenizer, text), 6, seed=i) for i, text in enumerate(["a", "a longer context here", "mid one"])]
+    requests = [
+        GenerationRequest(ids(tokenizer, text), 6, seed=i)
+        for i, text in enumerate(["a", "a longer context here", "mid one"])
+    ]
     params = SamplingParams(6, top_p=0.9, top_k=50)
     batched = generator.generate(requests, params)
     for request, together in zip(requests, batched, strict=True):
@@ -329,7 +354,12 @@ def test_overlapped_scheduler_batches_waiting_episodes(tokenizer):
 
 
 def test_too_many_episodes_for_the_envs_is_an_error(tokenizer):
-    rollout = Rollout(make_env_pool(SlowEnv, size=1), ChatFormat(tokenizer), ScriptedGenerator([], []), RolloutConfig(samples_per_prompt=2))
+    rollout = Rollout(
+        make_env_pool(SlowEnv, size=1),
+        ChatFormat(tokenizer),
+        ScriptedGenerator([], []),
+        RolloutConfig(samples_per_prompt=2),
+    )
     with pytest.raises(ValueError, match="2 episodes need as many envs"):
         rollout.run([0], 0)
 

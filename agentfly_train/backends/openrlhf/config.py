@@ -143,7 +143,7 @@ class OpenRLHFConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         colocated = self.colocated
         if "all" in colocated and self.async_train:
             return (
-                'openrlhf.async_train generates while DeepSpeed trains, so vLLM needs GPUs of its own: set openrlhf.colocate '
+                "openrlhf.async_train generates while DeepSpeed trains, so vLLM needs GPUs of its own: set openrlhf.colocate "
                 'to "actor-ref" (or "none") and give the engines their GPUs, or turn async_train off'
             )
         engine_gpus = self.vllm_engines * self.vllm_tensor_parallel

@@ -124,7 +124,9 @@ class Settings:
             min_turn_tokens=int(env.get("AGENTFLY_MIN_TURN_TOKENS", cls.min_turn_tokens)),
         )
         if settings.pool not in ENV_POOLS:
-            raise ValueError(f"AGENTFLY_ENV_POOL must be {', '.join(ENV_POOLS[:-1])} or {ENV_POOLS[-1]}; got {settings.pool!r}")
+            raise ValueError(
+                f"AGENTFLY_ENV_POOL must be {', '.join(ENV_POOLS[:-1])} or {ENV_POOLS[-1]}; got {settings.pool!r}"
+            )
         return settings
 
     @property
@@ -150,7 +152,10 @@ def env_pool(label: EpisodeLabel, settings: Settings) -> ResourcePool[Any]:
     if key not in pools:
         backend = settings.pool_backend
         pools[key] = make_env_pool(
-            label.env_id, label.options, backend=backend, size=settings.pool_size,
+            label.env_id,
+            label.options,
+            backend=backend,
+            size=settings.pool_size,
             ray_options=settings.actor_options if backend == "ray" else None,
         )
     return pools[key]
@@ -231,7 +236,8 @@ class AgentInstance(AgentInstanceBase):
             logger.warning(
                 "the prompt does not contain %s's first observation for seed %s: the prompt file was written by "
                 "another version of the env or with other options; the episode plays the env's task",
-                label.env_id, label.seed,
+                label.env_id,
+                label.seed,
             )
         return {"observation": states["observation"]}
 
@@ -291,7 +297,13 @@ class AgentExecutor(MultiTurnAgentExecutor):
         self.settings = Settings.from_environ()
 
     async def execute(
-        self, prompt: str, label: str, sampling_params: Any, max_length: int, hf_tokenizer: Any, llm_engine: Any,
+        self,
+        prompt: str,
+        label: str,
+        sampling_params: Any,
+        max_length: int,
+        hf_tokenizer: Any,
+        llm_engine: Any,
         images: Any = None,
     ) -> dict[str, Any]:
         episode = _Episode(chat_format(hf_tokenizer, self.settings.observation_role), self.settings)

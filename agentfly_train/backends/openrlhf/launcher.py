@@ -80,7 +80,13 @@ NOT_CARRIED = ("top_k", "stop", "assistant_prefix")
 
 
 def openrlhf_args(
-    config: Config, *, model: str, train_data: str, agent_file: str, out_dir: str, eval_data: str | None = None,
+    config: Config,
+    *,
+    model: str,
+    train_data: str,
+    agent_file: str,
+    out_dir: str,
+    eval_data: str | None = None,
     wandb_key: str | None = None,
 ) -> list[str]:
     """The ``train_ppo_ray`` arguments for ``config``; paths are given as the command will see them.
@@ -103,63 +109,152 @@ def openrlhf_args(
     checkpoints = train.resume if train.resume not in ("", "auto") else f"{out_dir}/checkpoints"
 
     def optimizer(role: str, lr: float) -> list[Any]:
-        return [f"--{role}.adam.lr", lr, f"--{role}.adam.weight_decay", train.weight_decay, f"--{role}.max_norm", train.max_grad_norm,
-                f"--{role}.lr_scheduler", "constant_with_warmup", f"--{role}.lr_warmup_ratio", warmup_ratio]
+        return [
+            f"--{role}.adam.lr",
+            lr,
+            f"--{role}.adam.weight_decay",
+            train.weight_decay,
+            f"--{role}.max_norm",
+            train.max_grad_norm,
+            f"--{role}.lr_scheduler",
+            "constant_with_warmup",
+            f"--{role}.lr_warmup_ratio",
+            warmup_ratio,
+        ]
 
     args: list[Any] = [
-        "--actor.num_nodes", cluster.num_nodes, "--actor.num_gpus_per_node", cluster.gpus_per_node,
-        "--ref.num_nodes", cluster.ref_layout[0], "--ref.num_gpus_per_node", cluster.ref_layout[1],
-        "--vllm.num_engines", cluster.vllm_engines, "--vllm.tensor_parallel_size", cluster.vllm_tensor_parallel,
-        "--vllm.gpu_memory_utilization", cluster.vllm_gpu_memory_utilization,
-        "--ds.zero_stage", cluster.zero_stage, "--ds.param_dtype", cluster.param_dtype,
-        "--actor.model_name_or_path", model,
-        "--train.agent_func_path", agent_file,
-        "--data.prompt_dataset", train_data, "--data.input_key", "prompt", "--data.label_key", "label",
+        "--actor.num_nodes",
+        cluster.num_nodes,
+        "--actor.num_gpus_per_node",
+        cluster.gpus_per_node,
+        "--ref.num_nodes",
+        cluster.ref_layout[0],
+        "--ref.num_gpus_per_node",
+        cluster.ref_layout[1],
+        "--vllm.num_engines",
+        cluster.vllm_engines,
+        "--vllm.tensor_parallel_size",
+        cluster.vllm_tensor_parallel,
+        "--vllm.gpu_memory_utilization",
+        cluster.vllm_gpu_memory_utilization,
+        "--ds.zero_stage",
+        cluster.zero_stage,
+        "--ds.param_dtype",
+        cluster.param_dtype,
+        "--actor.model_name_or_path",
+        model,
+        "--train.agent_func_path",
+        agent_file,
+        "--data.prompt_dataset",
+        train_data,
+        "--data.input_key",
+        "prompt",
+        "--data.label_key",
+        "label",
         "--data.apply_chat_template",
-        "--data.max_len", rollout.max_episode_tokens, "--rollout.max_new_tokens", rollout.max_new_tokens,
-        "--rollout.batch_size", rollout.prompts_per_step, "--rollout.n_samples_per_prompt", rollout.samples_per_prompt,
-        "--rollout.micro_batch_size", cluster.rollout_micro_batch_size or train.micro_batch_size,
-        "--rollout.temperature", rollout.temperature, "--rollout.top_p", rollout.top_p,
-        "--algo.advantage.estimator", config.estimator,
-        "--algo.advantage.gamma", algorithm.gamma, "--algo.advantage.lambd", algorithm.lambd,
-        "--algo.kl.init_coef", algorithm.kl_coef, "--algo.kl.estimator", config.kl_estimator,
-        "--actor.eps_clip_low_high", algorithm.clip_eps_low, algorithm.clip_eps_high,
-        "--actor.loss_agg_mode", algorithm.loss_agg,
-        "--reward.clip_range", -algorithm.reward_clip, algorithm.reward_clip,
-        "--train.num_episodes", 1, "--train.max_epochs", train.epochs, "--train.seed", config.seed,
-        "--train.batch_size", batch, "--train.micro_batch_size", train.micro_batch_size,
+        "--data.max_len",
+        rollout.max_episode_tokens,
+        "--rollout.max_new_tokens",
+        rollout.max_new_tokens,
+        "--rollout.batch_size",
+        rollout.prompts_per_step,
+        "--rollout.n_samples_per_prompt",
+        rollout.samples_per_prompt,
+        "--rollout.micro_batch_size",
+        cluster.rollout_micro_batch_size or train.micro_batch_size,
+        "--rollout.temperature",
+        rollout.temperature,
+        "--rollout.top_p",
+        rollout.top_p,
+        "--algo.advantage.estimator",
+        config.estimator,
+        "--algo.advantage.gamma",
+        algorithm.gamma,
+        "--algo.advantage.lambd",
+        algorithm.lambd,
+        "--algo.kl.init_coef",
+        algorithm.kl_coef,
+        "--algo.kl.estimator",
+        config.kl_estimator,
+        "--actor.eps_clip_low_high",
+        algorithm.clip_eps_low,
+        algorithm.clip_eps_high,
+        "--actor.loss_agg_mode",
+        algorithm.loss_agg,
+        "--reward.clip_range",
+        -algorithm.reward_clip,
+        algorithm.reward_clip,
+        "--train.num_episodes",
+        1,
+        "--train.max_epochs",
+        train.epochs,
+        "--train.seed",
+        config.seed,
+        "--train.batch_size",
+        batch,
+        "--train.micro_batch_size",
+        train.micro_batch_size,
         *optimizer("actor", train.lr),
-        "--ckpt.output_dir", f"{out_dir}/final", "--ckpt.path", checkpoints,
-        "--ckpt.save_steps", train.save_every or -1, "--ckpt.max_num", train.keep_checkpoints,
+        "--ckpt.output_dir",
+        f"{out_dir}/final",
+        "--ckpt.path",
+        checkpoints,
+        "--ckpt.save_steps",
+        train.save_every or -1,
+        "--ckpt.max_num",
+        train.keep_checkpoints,
     ]
-    if config.estimator == "gae":  # ppo's critic; no value clip (0) is an unbounded one, as OpenRLHF's flag cannot be unset
-        args += ["--critic.num_nodes", cluster.critic_layout[0], "--critic.num_gpus_per_node", cluster.critic_layout[1],
-                 *optimizer("critic", train.critic_lr),
-                 "--critic.value_clip", algorithm.value_clip or float("inf")]
+    if (
+        config.estimator == "gae"
+    ):  # ppo's critic; no value clip (0) is an unbounded one, as OpenRLHF's flag cannot be unset
+        args += [
+            "--critic.num_nodes",
+            cluster.critic_layout[0],
+            "--critic.num_gpus_per_node",
+            cluster.critic_layout[1],
+            *optimizer("critic", train.critic_lr),
+            "--critic.value_clip",
+            algorithm.value_clip or float("inf"),
+        ]
     if "critic-reward" in colocated:
         # OpenRLHF checks the (unused: the plug-in rewards) reward model's layout against the critic's.
-        args += ["--train.colocate_critic_reward",
-                 "--reward.num_nodes", cluster.critic_layout[0], "--reward.num_gpus_per_node", cluster.critic_layout[1]]
-    args += _switches({
-        "--train.colocate_all": "all" in colocated,
-        "--train.colocate_actor_ref": "actor-ref" in colocated,
-        "--vllm.enable_sleep": "all" in colocated and cluster.enable_sleep,
-        "--ds.enable_sleep": "all" in colocated and cluster.enable_sleep,
-        "--vllm.enable_prefix_caching": cluster.vllm_prefix_caching,
-        "--vllm.enforce_eager": cluster.vllm_enforce_eager,
-        "--ds.packing_samples": cluster.packing,
-        "--actor.gradient_checkpointing_enable": train.gradient_checkpointing,
-        "--algo.kl.use_loss": config.kl_mode == "loss",
-        "--algo.advantage.no_std_norm": not algorithm.advantage_std_norm,
-        "--ckpt.load_enable": bool(train.resume),
-    })
+        args += [
+            "--train.colocate_critic_reward",
+            "--reward.num_nodes",
+            cluster.critic_layout[0],
+            "--reward.num_gpus_per_node",
+            cluster.critic_layout[1],
+        ]
+    args += _switches(
+        {
+            "--train.colocate_all": "all" in colocated,
+            "--train.colocate_actor_ref": "actor-ref" in colocated,
+            "--vllm.enable_sleep": "all" in colocated and cluster.enable_sleep,
+            "--ds.enable_sleep": "all" in colocated and cluster.enable_sleep,
+            "--vllm.enable_prefix_caching": cluster.vllm_prefix_caching,
+            "--vllm.enforce_eager": cluster.vllm_enforce_eager,
+            "--ds.packing_samples": cluster.packing,
+            "--actor.gradient_checkpointing_enable": train.gradient_checkpointing,
+            "--algo.kl.use_loss": config.kl_mode == "loss",
+            "--algo.advantage.no_std_norm": not algorithm.advantage_std_norm,
+            "--ckpt.load_enable": bool(train.resume),
+        }
+    )
     if algorithm.dual_clip:
         args += ["--actor.dual_clip", algorithm.dual_clip]
     if cluster.async_train:
         args += ["--train.async_enable", "--train.async_queue_size", cluster.async_queue_size]
     if eval_data:
-        args += ["--eval.dataset", eval_data, "--eval.steps", cluster.eval_every,
-                 "--eval.temperature", config.eval.temperature, "--eval.n_samples_per_prompt", cluster.eval_samples_per_prompt]
+        args += [
+            "--eval.dataset",
+            eval_data,
+            "--eval.steps",
+            cluster.eval_every,
+            "--eval.temperature",
+            config.eval.temperature,
+            "--eval.n_samples_per_prompt",
+            cluster.eval_samples_per_prompt,
+        ]
     if config.log.tensorboard:
         args += ["--logger.tensorboard_dir", f"{out_dir}/tensorboard"]
     if wandb_key:
@@ -221,25 +316,45 @@ class OpenRLHFLauncher:
             "env: " + " ".join(f"{name}={shlex.quote(value)}" for name, value in self.env.items()),
         ]
         defaults = RolloutConfig()
-        ignored = [f"rollout.{name}" for name in NOT_CARRIED if getattr(config.rollout, name) != getattr(defaults, name)]
+        ignored = [
+            f"rollout.{name}" for name in NOT_CARRIED if getattr(config.rollout, name) != getattr(defaults, name)
+        ]
         if ignored:
             self.notes.append(f"not carried (OpenRLHF's agent loop has no such setting): {', '.join(ignored)}")
         common = {"model": model, "wandb_key": self._secrets.get("WANDB_API_KEY")}
         if not submit:
             self.runtime_env: dict[str, Any] | None = None
-            self.argv = [sys.executable, "-m", ENTRY_MODULE, *openrlhf_args(
-                config, **common, train_data=str(train_file), agent_file=str(AGENT_FILE), out_dir=str(out_dir),
-                eval_data=str(eval_file) if cluster.eval_every else None,
-            )]
+            self.argv = [
+                sys.executable,
+                "-m",
+                ENTRY_MODULE,
+                *openrlhf_args(
+                    config,
+                    **common,
+                    train_data=str(train_file),
+                    agent_file=str(AGENT_FILE),
+                    out_dir=str(out_dir),
+                    eval_data=str(eval_file) if cluster.eval_every else None,
+                ),
+            ]
             return
         # Submitting: paths relative to the job's working dir, which is every Ray worker's cwd on the cluster.
         self._link_packages()
         if Path(model).is_absolute():
             self.notes.append(f"model {model} is a folder on this machine: the cluster must see it at that path")
-        entry = ["python3", "-m", ENTRY_MODULE, *openrlhf_args(
-            config, **common, train_data=train_file.name, agent_file=_package_relative(AGENT_FILE),
-            out_dir=cluster.cluster_out_dir or str(out_dir), eval_data=eval_file.name if cluster.eval_every else None,
-        )]
+        entry = [
+            "python3",
+            "-m",
+            ENTRY_MODULE,
+            *openrlhf_args(
+                config,
+                **common,
+                train_data=train_file.name,
+                agent_file=_package_relative(AGENT_FILE),
+                out_dir=cluster.cluster_out_dir or str(out_dir),
+                eval_data=eval_file.name if cluster.eval_every else None,
+            ),
+        ]
         for word in entry:
             # `ray job submit` joins the entrypoint with list2cmdline (Windows quoting) and runs it with /bin/sh.
             if shlex.quote(word) != word:
@@ -249,14 +364,26 @@ class OpenRLHFLauncher:
                 )
         self.runtime_env = self._runtime_env(config)
         ray = Path(sys.executable).with_name("ray")
-        self.argv = [str(ray) if ray.exists() else "ray", "job", "submit", "--address", cluster.ray_address,
-                     "--runtime-env-json", json.dumps(self.runtime_env), *cluster.submit_args, "--", *entry]
+        self.argv = [
+            str(ray) if ray.exists() else "ray",
+            "job",
+            "submit",
+            "--address",
+            cluster.ray_address,
+            "--runtime-env-json",
+            json.dumps(self.runtime_env),
+            *cluster.submit_args,
+            "--",
+            *entry,
+        ]
 
     def shell(self) -> str:
         """The command as one shell line; a run here carries its variables in front, secrets show as ``"$NAME"``."""
         hidden = {value: name for name, value in self._secrets.items()}
         words = [f'"${hidden[word]}"' if word in hidden else shlex.quote(word) for word in self.argv]
-        prefix = [] if self.runtime_env is not None else [f"{name}={shlex.quote(value)}" for name, value in self.env.items()]
+        prefix = (
+            [] if self.runtime_env is not None else [f"{name}={shlex.quote(value)}" for name, value in self.env.items()]
+        )
         return " ".join(prefix + words)
 
     def run(self) -> int:
@@ -275,11 +402,18 @@ class OpenRLHFLauncher:
             link.symlink_to(_package_dir(name), target_is_directory=True)
 
     def _runtime_env(self, config: Config) -> dict[str, Any]:
-        runtime_env: dict[str, Any] = {"working_dir": str(self.job_dir), "excludes": ["__pycache__/", "*.pyc"], "env_vars": self.env}
+        runtime_env: dict[str, Any] = {
+            "working_dir": str(self.job_dir),
+            "excludes": ["__pycache__/", "*.pyc"],
+            "env_vars": self.env,
+        }
         if config.openrlhf.requirements:
             runtime_env["pip"] = core_requirements()
         extra = dict(config.openrlhf.runtime_env)
-        runtime_env["env_vars"] = {**self.env, **{name: str(value) for name, value in extra.pop("env_vars", {}).items()}}
+        runtime_env["env_vars"] = {
+            **self.env,
+            **{name: str(value) for name, value in extra.pop("env_vars", {}).items()},
+        }
         return {**runtime_env, **extra}
 
 
@@ -292,8 +426,10 @@ def core_requirements() -> list[str]:
     try:
         requires = importlib.metadata.requires("agentfly-gym") or []
     except importlib.metadata.PackageNotFoundError:
-        raise ConfigError("agentfly-gym is not installed, so its requirements are unknown: pip install -e . "
-                          "(or set openrlhf.requirements = false)") from None
+        raise ConfigError(
+            "agentfly-gym is not installed, so its requirements are unknown: pip install -e . "
+            "(or set openrlhf.requirements = false)"
+        ) from None
     return [requirement for requirement in requires if "extra ==" not in requirement]
 
 
@@ -301,8 +437,11 @@ def _check_installed(*, submit: bool, wandb: bool) -> None:
     needed = ["ray"] if submit else ["openrlhf", "vllm", "deepspeed", "ray"] + (["wandb"] if wandb else [])
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
-        where = "submitting needs the ray extra: pip install '.[ray]'" if submit else (
-            "running OpenRLHF here needs a GPU machine with the extra: pip install '.[openrlhf]'")
+        where = (
+            "submitting needs the ray extra: pip install '.[ray]'"
+            if submit
+            else ("running OpenRLHF here needs a GPU machine with the extra: pip install '.[openrlhf]'")
+        )
         raise ConfigError(
             f"{', '.join(missing)} not installed; {where}. --dry-run prints the command without it, and "
             "openrlhf.ray_address (--ray-address) submits it to a Ray cluster"
@@ -338,5 +477,3 @@ def _package_relative(file: Path) -> str:
 
 def _switches(flags: dict[str, bool]) -> list[str]:
     return [flag for flag, on in flags.items() if on]
-
-
