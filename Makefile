@@ -48,14 +48,14 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: setup system-deps lint
+test: setup system-deps lint peers
 	$(PY) -m pytest -q
 
 bench: setup
 	$(VENV)/bin/agentfly-bench --compare gym-sync gym-async
 
 # The peers agentfly-bench compares against, each in its own venv (they pin other versions of what we
-# use): GEM for `agentfly-bench --suite gem`.
+# use): GEM for `agentfly-bench --suite gem`. `make test` sets them up too, so the side-by-side test runs.
 peers:
 	test -x .venv-peers/gem/bin/python || $(PYTHON) -m venv .venv-peers/gem
 	.venv-peers/gem/bin/python -m pip install --quiet gem-llm==0.1.0
