@@ -20,16 +20,13 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentfly_env.files import atomic_path
+from agentfly_env.files import build_once
 from agentfly_train.config import BUNDLED_MODEL_NAMES
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -81,16 +78,9 @@ def convert_gguf(gguf_file: Path, cache_dir: str | os.PathLike[str] | None = Non
     if not gguf_file.is_file():
         raise FileNotFoundError(f"GGUF file {gguf_file} not found")
     target = converted_dir(gguf_file, cache_dir)
-    root = target.parent
-    root.mkdir(parents=True, exist_ok=True)
-    if (target / "config.json").exists():
-        return target
-    with _locked(root / f".{target.name}.lock"):
-        if (target / "config.json").exists():  # another process converted it while we waited
-            return target
-        with atomic_path(target) as scratch:
-            _convert(gguf_file, scratch)
-    return target
+    return build_once(
+        target, lambda scratch: _convert(gguf_file, scratch), lambda path: (path / "config.json").exists()
+    )
 
 
 def _convert(gguf_file: Path, out: Path) -> None:
@@ -133,16 +123,6 @@ def _fingerprint(file: Path) -> str:
         handle.seek(max(0, file.stat().st_size - (1 << 20)))
         digest.update(handle.read())
     return digest.hexdigest()[:12]
-
-
-@contextlib.contextmanager
-def _locked(lock_file: Path) -> Iterator[None]:
-    with open(lock_file, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def pick_device(device: str = "auto") -> Any:

@@ -6,7 +6,7 @@ say) never blocks. The pool leases one actor per episode, pings it before reuse 
 lease comes back broken. Every failure is bounded in time:
 
 * the actor dies (killed, crashed, out of memory, node lost): the call raises
-  :class:`EnvActorDiedError`, a :class:`~agentfly_env.tools.ResourceBrokenError`;
+  :class:`EnvActorDiedError`, a :class:`~agentfly_env.pool.ResourceBrokenError`;
 * a call hangs: :class:`EnvActorTimeoutError` (also a ``ResourceBrokenError``) after ``call_timeout_s``;
 * no node can host the actor: :class:`ActorPlacementError` after ``placement_timeout_s``, naming what
   was requested and what the cluster has.

@@ -9,7 +9,7 @@ shares the same pages).
 
 1. *Key.* The corpus fingerprint is a streaming BLAKE2b of the file (1 MiB chunks), memoised on disk
    by path, size and mtime, so later processes skip the hashing pass.
-2. *Once.* Builders of one corpus take an exclusive ``flock`` on ``<name>.lock``; the others block,
+2. *Once.* Builders of one corpus take an exclusive ``flock`` on ``.<name>.lock``; the others block,
    then open what the first one built. 64 processes starting together index the corpus once.
 3. *Stream.* Passages are read and parsed one line at a time; Python holds one passage at a time.
 4. *Bounded writer.* tantivy's ``IndexWriter`` buffers documents in a fixed budget (``heap_mb``,
@@ -21,9 +21,10 @@ shares the same pages).
    corpus); postings keep term frequencies but no positions (``index_option="freq"``): BM25 needs no
    phrase queries, and positions would be the largest part of the index. English stop words are
    not indexed (nor searched), and words are Porter-stemmed, as in Pyserini's default analyzer.
-7. *Atomic.* Everything is written into ``.<name>.building-*`` beside the target and renamed into
-   place after the last commit, with ``agentfly-index.json`` (counts, timing, fingerprint). Readers
-   never see a partial index; a builder that died leaves a temp dir the next builder removes.
+7. *Atomic.* Everything is written into a temp dir beside the target and renamed into place after the
+   last commit, with ``agentfly-index.json`` (counts, timing, fingerprint), by
+   :func:`agentfly_env.files.build_once`. Readers never see a partial index; a builder that died leaves
+   a temp dir the next builder removes.
 
 The search suite of ``agentfly-bench`` measures build time, size and query latency at 100k and 1M
 passages; 21M scales about linearly in time and size (the writer's memory stays ``heap_mb``).
@@ -40,17 +41,14 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
 import shutil
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -67,6 +65,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from agentfly_env.files import build_once
 from agentfly_envs.search.corpus import CorpusSource
 
 __all__ = [
@@ -216,17 +215,6 @@ def open_index(path: str | os.PathLike[str]) -> BM25Index:
         return index
 
 
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` across processes (blocking), released on exit."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def progress_bar(source: CorpusSource, task: str, enabled: bool | None) -> Progress:
     """A rich progress bar on stderr for a pass over ``source`` (shown on a terminal when None)."""
     if enabled is None:
@@ -243,33 +231,20 @@ def progress_bar(source: CorpusSource, task: str, enabled: bool | None) -> Progr
     return Progress(*columns, console=Console(stderr=True), disable=not enabled)
 
 
-def _remove_stale_builds(index_dir: Path, name: str) -> None:
-    """Temp dirs of builders that died; called with the build lock held, so none is in use."""
-    for stale in index_dir.glob(f".{name}.building-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-
-
 def build_atomically(index_dir: Path, name: str, build: Callable[[Path], None]) -> Path:
     """Build ``index_dir/name`` once across processes: lock, build into a temp dir, rename.
 
     ``build(temp_dir)`` writes the files; it is skipped when another process finished first.
     """
-    final = index_dir / name
-    if (final / META_FILE).is_file():
-        return final
-    index_dir.mkdir(parents=True, exist_ok=True)
-    with file_lock(index_dir / f".{name}.lock"):
-        if (final / META_FILE).is_file():  # another process built it while we waited
-            return final
-        _remove_stale_builds(index_dir, name)
-        building = Path(tempfile.mkdtemp(prefix=f".{name}.building-", dir=index_dir))
-        try:
-            build(building)
-            os.rename(building, final)
-        except BaseException:
-            shutil.rmtree(building, ignore_errors=True)
-            raise
-    return final
+
+    def build_folder(scratch: Path) -> None:
+        # Temp dirs that builders before agentfly_env.files named `.building-*` and left when they died.
+        for stale in index_dir.glob(f".{name}.building-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        scratch.mkdir()
+        build(scratch)
+
+    return build_once(index_dir / name, build_folder, built=lambda final: (final / META_FILE).is_file())
 
 
 def ensure_index(

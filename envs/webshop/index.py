@@ -28,23 +28,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import tantivy
 
+from agentfly_env.files import atomic_path, file_lock, lock_beside, remove_leftovers
 from agentfly_envs.webshop.catalog import Catalog
 from agentfly_envs.webshop.products import DUMMY_ATTRIBUTE, Product
-
-try:  # POSIX; elsewhere builders rely on the atomic rename alone
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["MAX_QUERY_TERMS", "SEARCH_RETURN_N", "SearchIndex", "default_cache_dir", "document_text", "open_index"]
 
@@ -189,19 +181,6 @@ def _build(catalog: Catalog, directory: Path) -> None:
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=1))
 
 
-@contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``lock_path`` (released when the process dies, too)."""
-    with lock_path.open("a") as handle:
-        if fcntl is not None:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _usable(path: Path, catalog: Catalog) -> SearchIndex | None:
     """The index at ``path`` if it is complete and built from this catalog, else None."""
     try:
@@ -236,7 +215,7 @@ def open_index(catalog: Catalog, cache_dir: str | os.PathLike[str] | None = None
         index = _usable(final, catalog) if final.exists() else None
         if index is None:
             cache.mkdir(parents=True, exist_ok=True)
-            with _exclusive(cache / f".{final.name}.lock"):
+            with file_lock(lock_beside(final)):
                 index = _usable(final, catalog) if final.exists() else None  # built while we waited?
                 if index is None:
                     index = _rebuild(catalog, final)
@@ -245,18 +224,10 @@ def open_index(catalog: Catalog, cache_dir: str | os.PathLike[str] | None = None
 
 
 def _rebuild(catalog: Catalog, final: Path) -> SearchIndex:
-    """Build into a private directory and move it to ``final`` (called holding the build lock)."""
-    for leftover in final.parent.glob(f".{final.name}.*.tmp"):  # a builder that died mid-build
-        shutil.rmtree(leftover, ignore_errors=True)
-    if final.exists():  # unusable (damaged by hand, or half-deleted): replace it
-        aside = final.parent / f".{final.name}.{uuid.uuid4().hex}.tmp"
-        final.rename(aside)
-        shutil.rmtree(aside, ignore_errors=True)
-    staging = final.parent / f".{final.name}.{uuid.uuid4().hex}.tmp"
-    staging.mkdir()
-    try:
+    """Build into a private directory and move it over ``final``, replacing an unusable one there
+    (damaged by hand, or half-deleted); called holding the build lock."""
+    remove_leftovers(final)  # of a builder that died mid-build
+    with atomic_path(final) as staging:
+        staging.mkdir()
         _build(catalog, staging)
-        staging.rename(final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return SearchIndex(final)
