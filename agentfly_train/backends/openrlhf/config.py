@@ -1,5 +1,6 @@
 """The ``[openrlhf]`` section of a run's config: cluster settings of the ``openrlhf`` backend, beside its
-launcher (:mod:`~agentfly_train.backends.openrlhf.launcher` maps every field to its flag).
+launcher (:mod:`~agentfly_train.backends.openrlhf.launcher` maps every field to its flag), registered
+as the backend's section in :data:`agentfly_train.backends.BACKENDS`.
 
 Fields are typed, so a wrong type, an unknown choice or a number out of range fails when the config is
 read (:mod:`agentfly_train.config` decodes every section with msgspec); :meth:`OpenRLHFConfig.problem`
@@ -16,11 +17,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import msgspec
 
+from agentfly_train.config import AtLeastOne, BackendSection, ZeroOrMore
+
 if TYPE_CHECKING:
     from agentfly_train.config import Config
 
-AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
-ZeroOrMore = Annotated[int, msgspec.Meta(ge=0)]
 #: Which roles share GPUs (OpenRLHF's ``--train.colocate_*`` flags).
 Colocate = Literal["all", "actor-ref", "critic-reward", "actor-ref+critic-reward", "none"]
 #: Where the plug-in keeps its envs (``openrlhf.env_pool``, ``AGENTFLY_ENV_POOL``).
@@ -28,92 +29,88 @@ EnvPool = Literal["ray", "local", "auto"]
 ENV_POOLS: tuple[str, ...] = get_args(EnvPool)
 
 
-class OpenRLHFConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+class OpenRLHFConfig(BackendSection):
     """Cluster settings of the ``openrlhf`` backend (OpenRLHF 0.11.2 on vLLM, DeepSpeed and Ray).
 
     The defaults fit one node with 8 GPUs in OpenRLHF's "hybrid engine" layout: 8 vLLM engines, the
     DeepSpeed policy, its reference model (and the PPO critic) all share the 8 GPUs, vLLM sleeping while
     DeepSpeed trains. The rest of the run (model, algorithm, batch sizes, lengths) comes from the other
     sections; ``agentfly_train/backends/openrlhf/launcher.py`` maps every field to its flag.
-
-    Attributes:
-        vllm_engines: vLLM engines that generate rollouts (``--vllm.num_engines``).
-        vllm_tensor_parallel: GPUs per vLLM engine (``--vllm.tensor_parallel_size``). Colocated
-            (``all``, sync), ``vllm_engines x vllm_tensor_parallel`` must equal the actor's GPUs.
-        vllm_gpu_memory_utilization: Share of a GPU's memory vLLM takes for weights and KV cache;
-            0.6 leaves DeepSpeed room on a shared GPU (raise it when vLLM has GPUs of its own).
-        vllm_prefix_caching: Reuse the KV cache of shared prefixes: every turn re-sends the episode so
-            far, so multi-turn rollouts gain most.
-        vllm_enforce_eager: No CUDA graphs in vLLM (less memory, slower generation).
-        enable_sleep: Put vLLM and DeepSpeed to sleep in turn (``--vllm.enable_sleep``,
-            ``--ds.enable_sleep``); only with ``colocate = "all"``, where it frees the shared GPUs.
-        num_nodes: Nodes of the policy (actor) group.
-        gpus_per_node: GPUs per node of the policy group.
-        ref_num_nodes: Nodes of the reference model (KL); 0 = as the actor (needed when colocated).
-        ref_gpus_per_node: GPUs per node of the reference model; 0 = as the actor.
-        critic_num_nodes: Nodes of the PPO critic; 0 = as the actor.
-        critic_gpus_per_node: GPUs per node of the PPO critic; 0 = as the actor.
-        colocate: Which roles share GPUs: ``all`` (every model and the vLLM engines), ``actor-ref``,
-            ``critic-reward`` (PPO), ``actor-ref+critic-reward``, or ``none`` (each role its own GPUs).
-        async_train: Generate the next rollout batch while training on the last one
-            (``--train.async_enable``; one step off-policy). vLLM then needs GPUs of its own: not with
-            ``colocate = "all"``.
-        async_queue_size: Rollout batches the async generator may run ahead.
-        zero_stage: DeepSpeed ZeRO stage (3 shards parameters too, as OpenRLHF's hybrid-engine recipes do).
-        param_dtype: ``bf16`` or ``fp16`` training weights (``model.dtype`` is the local backend's).
-        packing: Pack samples into one row per micro-batch (``--ds.packing_samples``; needs flash-attention).
-        rollout_micro_batch_size: Episodes per GPU per forward pass when scoring rollouts (log-probs,
-            values); 0 = ``train.micro_batch_size``.
-        eval_every: Evaluate on ``eval.episodes`` tasks of the eval split every N steps (greedy at
-            ``eval.temperature``); 0 = no evaluation.
-        eval_samples_per_prompt: Samples per eval task.
-        env_pool: Where the plug-in keeps the envs: ``ray`` (actors across the cluster: env code never
-            blocks vLLM), ``local`` (in the vLLM engine's process) or ``auto`` (Ray when it runs).
-        env_pool_size: Env instances per env (and options) in each vLLM engine process.
-        env_vars: More environment variables for the run (e.g. ``AGENTFLY_LEASE_TIMEOUT_S``).
-        ray_address: Empty: run the command here (a GPU machine with the ``openrlhf`` extra). Set
-            (``http://head:8265``): submit it to that cluster with ``ray job submit``.
-        cluster_out_dir: Submitting: where the job writes checkpoints, the final model and TensorBoard
-            on the cluster (a shared filesystem); empty = ``out_dir``'s absolute path.
-        requirements: Submitting: install agentfly-gym's requirements (without extras) in the job's
-            runtime env on top of the cluster's packages; off when the cluster image has them (better
-            for ALFWorld, whose fast-downward-textworld builds from source).
-        runtime_env: Submitting: merged over the generated Ray runtime env (``env_vars`` key by key).
-        submit_args: Submitting: more ``ray job submit`` arguments (e.g. ``["--no-wait"]``).
-        extra_args: Raw ``train_ppo_ray`` arguments appended last (later flags win), e.g.
-            ``["--ds.adam_offload", "--actor.lr_scheduler", "cosine_with_min_lr"]``.
     """
 
     vllm_engines: AtLeastOne = 8
+    """vLLM engines that generate rollouts (``--vllm.num_engines``)."""
     vllm_tensor_parallel: AtLeastOne = 1
-    vllm_gpu_memory_utilization: float = 0.6
+    """GPUs per vLLM engine (``--vllm.tensor_parallel_size``). Colocated (``all``, sync), ``vllm_engines x
+    vllm_tensor_parallel`` must equal the actor's GPUs."""
+    vllm_gpu_memory_utilization: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.6
+    """Share of a GPU's memory vLLM takes for weights and KV cache; 0.6 leaves DeepSpeed room on a shared GPU (raise it
+    when vLLM has GPUs of its own)."""
     vllm_prefix_caching: bool = True
+    """Reuse the KV cache of shared prefixes: every turn re-sends the episode so far, so multi-turn rollouts gain
+    most."""
     vllm_enforce_eager: bool = False
+    """No CUDA graphs in vLLM (less memory, slower generation)."""
     enable_sleep: bool = True
+    """Put vLLM and DeepSpeed to sleep in turn (``--vllm.enable_sleep``, ``--ds.enable_sleep``); only with ``colocate =
+    "all"``, where it frees the shared GPUs."""
     num_nodes: AtLeastOne = 1
+    """Nodes of the policy (actor) group."""
     gpus_per_node: AtLeastOne = 8
+    """GPUs per node of the policy group."""
     ref_num_nodes: ZeroOrMore = 0
+    """Nodes of the reference model (KL); 0 = as the actor (needed when colocated)."""
     ref_gpus_per_node: ZeroOrMore = 0
+    """GPUs per node of the reference model; 0 = as the actor."""
     critic_num_nodes: ZeroOrMore = 0
+    """Nodes of the PPO critic; 0 = as the actor."""
     critic_gpus_per_node: ZeroOrMore = 0
+    """GPUs per node of the PPO critic; 0 = as the actor."""
     colocate: Colocate = "all"
+    """Which roles share GPUs: ``all`` (every model and the vLLM engines), ``actor-ref``, ``critic-reward`` (PPO),
+    ``actor-ref+critic-reward``, or ``none`` (each role its own GPUs)."""
     async_train: bool = False
+    """Generate the next rollout batch while training on the last one (``--train.async_enable``; one step off-policy).
+    vLLM then needs GPUs of its own: not with ``colocate = "all"``."""
     async_queue_size: AtLeastOne = 1
-    zero_stage: int = 3
+    """Rollout batches the async generator may run ahead."""
+    zero_stage: Literal[0, 1, 2, 3] = 3
+    """DeepSpeed ZeRO stage (3 shards parameters too, as OpenRLHF's hybrid-engine recipes do)."""
     param_dtype: Literal["bf16", "fp16"] = "bf16"
+    """``bf16`` or ``fp16`` training weights (``model.dtype`` is the local backend's)."""
     packing: bool = True
+    """Pack samples into one row per micro-batch (``--ds.packing_samples``; needs flash-attention)."""
     rollout_micro_batch_size: ZeroOrMore = 0
+    """Episodes per GPU per forward pass when scoring rollouts (log-probs, values); 0 = ``train.micro_batch_size``."""
     eval_every: ZeroOrMore = 0
+    """Evaluate on ``eval.episodes`` tasks of the eval split every N steps (greedy at ``eval.temperature``); 0 = no
+    evaluation."""
     eval_samples_per_prompt: AtLeastOne = 1
+    """Samples per eval task."""
     env_pool: EnvPool = "ray"
+    """Where the plug-in keeps the envs: ``ray`` (actors across the cluster: env code never blocks vLLM), ``local`` (in
+    the vLLM engine's process) or ``auto`` (Ray when it runs)."""
     env_pool_size: AtLeastOne = 16
+    """Env instances per env (and options) in each vLLM engine process."""
     env_vars: dict[str, Any] = msgspec.field(default_factory=dict)
+    """More environment variables for the run (e.g. ``AGENTFLY_LEASE_TIMEOUT_S``)."""
     ray_address: str = ""
+    """Empty: run the command here (a GPU machine with the ``openrlhf`` extra). Set (``http://head:8265``): submit it to
+    that cluster with ``ray job submit``."""
     cluster_out_dir: str = ""
+    """Submitting: where the job writes checkpoints, the final model and TensorBoard on the cluster (a shared
+    filesystem); empty = ``out_dir``'s absolute path."""
     requirements: bool = True
+    """Submitting: install agentfly-gym's requirements (without extras) in the job's runtime env on top of the cluster's
+    packages; off when the cluster image has them (better for ALFWorld, whose fast-downward-textworld builds from
+    source)."""
     runtime_env: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Submitting: merged over the generated Ray runtime env (``env_vars`` key by key)."""
     submit_args: list[str] = msgspec.field(default_factory=list)
+    """Submitting: more ``ray job submit`` arguments (e.g. ``["--no-wait"]``)."""
     extra_args: list[str] = msgspec.field(default_factory=list)
+    """Raw ``train_ppo_ray`` arguments appended last (later flags win), e.g. ``["--ds.adam_offload",
+    "--actor.lr_scheduler", "cosine_with_min_lr"]``."""
 
     @property
     def actor_gpus(self) -> int:
@@ -134,12 +131,13 @@ class OpenRLHFConfig(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         """The colocated groups: a subset of ``{"all", "actor-ref", "critic-reward"}``."""
         return set() if self.colocate == "none" else set(self.colocate.split("+"))
 
+    @property
+    def remote(self) -> bool:
+        """Submitted to a cluster (``ray_address``), the job loads the model there."""
+        return bool(self.ray_address)
+
     def problem(self, run: Config) -> str | None:
         """What OpenRLHF would reject (or silently mishandle) in this layout for ``run``, or None."""
-        if self.zero_stage not in (0, 1, 2, 3):
-            return f"openrlhf.zero_stage must be 0, 1, 2 or 3; got {self.zero_stage}"
-        if not 0 < self.vllm_gpu_memory_utilization <= 1:
-            return f"openrlhf.vllm_gpu_memory_utilization must be in (0, 1], got {self.vllm_gpu_memory_utilization}"
         colocated = self.colocated
         if "all" in colocated and self.async_train:
             return (

@@ -19,7 +19,7 @@ The :class:`~agentfly_train.config.Config` the local backend reads becomes one
   ``openrlhf.eval_every`` is set; OpenRLHF renders their messages with the model's chat template;
 * the plug-in: ``--train.agent_func_path`` names :mod:`~agentfly_train.backends.openrlhf.agent`,
   configured by ``AGENTFLY_ENV_POOL``, ``AGENTFLY_ENV_POOL_SIZE`` and ``AGENTFLY_OBSERVATION_ROLE``;
-* the cluster: the ``[openrlhf]`` section (:class:`~agentfly_train.config.OpenRLHFConfig`).
+* the cluster: the ``[openrlhf]`` section (:class:`~agentfly_train.backends.openrlhf.config.OpenRLHFConfig`).
 
 Three ways to launch:
 
