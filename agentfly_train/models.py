@@ -97,6 +97,10 @@ def _convert(gguf_file: Path, out: Path) -> None:
     if pad_id is not None:
         tokenizer.pad_token = tokenizer.convert_ids_to_tokens(pad_id)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+    # transformers 5.19 marks a model read from GGUF as quantized though its weights are de-quantized
+    # already, and then refuses to save it: drop the mark, so it saves as a plain checkpoint.
+    model.hf_quantizer = None
+    model.config.__dict__.pop("quantization_config", None)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out)
