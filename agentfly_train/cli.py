@@ -217,6 +217,7 @@ def _train(config: Config) -> int:
     console.print(
         f"[bold]{config.algo}[/] ({config.estimator}) on [bold]{config.env.id}[/] with {config.model.path}: "
         f"{config.train.steps} steps x {config.episodes_per_step} episodes, device {trainer.device}"
+        + (f", generator {trainer.generator_label}" if hasattr(trainer, "generator_label") else "")
     )
     with Progress(
         TextColumn("[bold]train"),

@@ -140,8 +140,20 @@ class RolloutConfig(Section):
     assistant_prefix: str = ""
     """Text that opens every model turn (mask 0), e.g. ``<answer>`` to prime the answer format; the env receives it in
     front of what the model wrote."""
-    generator: Literal["transformers", "vllm"] = "transformers"
-    """``transformers`` (any machine) or ``vllm`` (a GPU machine with vLLM installed)."""
+    generator: Literal["auto", "transformers", "vllm", "vllm-async"] = "auto"
+    """``transformers`` (the trained model itself samples; any machine), ``vllm`` (a vLLM engine in this process with
+    its own copy of the weights, fed a batch at a time; CPU or GPU), ``vllm-async`` (vLLM's async engine in a process
+    of its own: each episode's turn goes in the moment its env step returns, no batch barrier), or ``auto`` (``vllm``
+    when vLLM is installed, else ``transformers``)."""
+    vllm_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """The vLLM engine's dtype; ``auto`` is ``model.dtype``. vLLM float32 matches a float32 trainer's log-probs to 6e-6
+    (mean), bfloat16 to 0.03 (0.4 max): ``agentfly-bench --suite train`` measures it."""
+    vllm_kv_cache_gb: Positive = 1.0
+    """KV cache of the vLLM engine on a CPU machine, reserved when it starts (GiB)."""
+    vllm_gpu_memory_utilization: Fraction = 0.4
+    """vLLM's share of the GPU's memory (weights and KV cache); the rest is the trainer's."""
+    vllm_args: dict[str, Any] = msgspec.field(default_factory=dict)
+    """More ``vllm`` engine arguments, e.g. ``{enforce_eager = false}``."""
     max_batch_size: AtLeastOne = 64
     """Most episodes in one generation batch."""
     batch_wait_s: float = 0.02

@@ -107,7 +107,7 @@ def _local_episodes(
     config: Config, model: Any, tokenizer: Any, envs: ResourcePool[EnvHandle], seeds: list[int]
 ) -> list[Episode]:
     from agentfly_train.chat import ChatFormat
-    from agentfly_train.generation.hf import TransformersGenerator
+    from agentfly_train.generation import build_generator
     from agentfly_train.models import (
         load_causal_lm,
         load_tokenizer,
@@ -122,20 +122,25 @@ def _local_episodes(
         model = load_causal_lm(path, dtype=config.model.dtype, device=str(pick_device(config.model.device)))
     chat = ChatFormat(tokenizer, config.rollout.observation_role)
     rollout_config = msgspec.structs.replace(config.rollout, samples_per_prompt=1)
+    generator = build_generator(config, model, tokenizer)
     rollout = Rollout(
         envs,
         chat,
-        TransformersGenerator(model, tokenizer),
+        generator,
         rollout_config,
         params=sampling_params(rollout_config, chat, temperature=config.eval.temperature),
     )
     episodes: list[Episode] = []
-    for start in range(0, len(seeds), envs.config.size):
-        chunk = seeds[start : start + envs.config.size]
-        result = rollout.run(chunk, sample_seed=config.seed, episode_id_prefix=f"eval-{start}-")
-        for episode in result.episodes:
-            episode.group += start
-        episodes += result.episodes
+    try:
+        for start in range(0, len(seeds), envs.config.size):
+            chunk = seeds[start : start + envs.config.size]
+            result = rollout.run(chunk, sample_seed=config.seed, episode_id_prefix=f"eval-{start}-")
+            for episode in result.episodes:
+                episode.group += start
+            episodes += result.episodes
+    finally:
+        if hasattr(generator, "close"):
+            generator.close()
     return episodes
 
 

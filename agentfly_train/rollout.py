@@ -6,11 +6,14 @@ observation turn (the chat template's tool or user turn around the env's text, t
 ``action_mask`` 0). Nothing is decoded and re-tokenized to rebuild the history; the action text the
 env receives is decoded from the generated tokens, and that is the only decoding.
 
-Scheduling (``overlap=True``): every episode is a coroutine; one server batches the episodes that are
-waiting for the model and runs the generator in a worker thread, so env steps of the other episodes
-(tool calls, sandboxes, searches) run on the event loop meanwhile. A batch starts at once when every
-unfinished episode is waiting, else after ``batch_wait_s`` with whoever is waiting. ``overlap=False``
-plays lockstep rounds (generate for all, then step all), the usual synchronous loop, for comparison.
+Scheduling (``overlap=True``): every episode is a coroutine. With an async generator (one that has
+``agenerate``, e.g. vLLM's async engine) each episode sends its next turn the moment its env step
+returns and the engine batches whatever is running: no batch barrier. Otherwise one server batches
+the episodes that are waiting for the model and runs the generator in a worker thread, so env steps of
+the other episodes (tool calls, sandboxes, searches) run on the event loop meanwhile; a batch starts
+at once when every unfinished episode is waiting, else after ``batch_wait_s`` with whoever is waiting.
+``overlap=False`` plays lockstep rounds (generate for all, then step all), the usual synchronous loop,
+for comparison.
 
 Multi-chain: ``samples_per_prompt`` chains of one task (same env seed, so the same task) run at once and
 come back as consecutive episodes: the group of GRPO and RLOO.
@@ -45,6 +48,7 @@ from agentfly_env.types import EpisodeStart, Step, Trajectory
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import RolloutConfig
 from agentfly_train.generation import (
+    AsyncGenerator,
     Generation,
     GenerationRequest,
     Generator,
@@ -414,11 +418,15 @@ class _OverlappedRun:
         self.live = len(episodes)
         self.pending: list[tuple[GenerationRequest, asyncio.Future[Generation]]] = []
         self.changed = asyncio.Event()
+        self.streaming = isinstance(rollout.generator, AsyncGenerator)  # no batches: each request goes at once
+        self.in_flight = 0  # requests inside an async generator
+        self.busy_since = 0.0
 
     async def run(self) -> None:
         try:
             async with asyncio.TaskGroup() as group:
-                group.create_task(self._serve())
+                if not self.streaming:
+                    group.create_task(self._serve())
                 for env, episode in zip(self.envs, self.episodes, strict=True):
                     group.create_task(self._episode(env, episode))
         except BaseExceptionGroup as errors:  # surface the failure itself, not the group around it
@@ -429,21 +437,39 @@ class _OverlappedRun:
 
     async def _episode(self, env: EnvHandle, episode: Episode) -> None:
         rollout = self.rollout
+        generate = self._send if self.streaming else self._queue
         try:
             await rollout._reset(env, episode)
             while not episode.done:
                 request = rollout._request(episode, self.sample_seed)
                 if request is None:
                     break
-                future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
-                self.pending.append((request, future))
-                self.changed.set()
-                generation = await future
+                generation = await generate(request)
                 action = rollout._take_generation(episode, generation)
                 await rollout._step(env, episode, generation, action)
         finally:
             self.live -= 1
             self.changed.set()
+
+    async def _send(self, request: GenerationRequest) -> Generation:
+        """Straight to an async engine; the generator counts as busy while any request is in it."""
+        loop = asyncio.get_running_loop()
+        if not self.in_flight:
+            self.busy_since = loop.time()
+        self.in_flight += 1
+        try:
+            return await self.rollout.generator.agenerate(request, self.rollout.params)  # type: ignore[attr-defined]
+        finally:
+            self.in_flight -= 1
+            if not self.in_flight:
+                self.stats.count_batch(self.rollout.envs, loop.time() - self.busy_since)
+
+    async def _queue(self, request: GenerationRequest) -> Generation:
+        """Into the next batch of :meth:`_serve`."""
+        future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+        self.pending.append((request, future))
+        self.changed.set()
+        return await future
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()

@@ -41,6 +41,7 @@ from agentfly_env.recording import TrajectoryWriter
 from agentfly_train import algorithms
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config
+from agentfly_train.generation import build_generator, describe
 from agentfly_train.generation.hf import TransformersGenerator
 from agentfly_train.metrics import (
     MetricsLogger,
@@ -217,15 +218,14 @@ class LocalTrainer:
             if env_fn is not None
             else make_env_pool(config.env.id, config.env.options, backend=config.env.pool, size=size)
         )
-        if config.rollout.generator == "vllm":
-            from agentfly_train.generation.vllm import VLLMGenerator
-
-            self.generator: Any = VLLMGenerator.for_trainer(self.policy, tokenizer, config)
-        else:
-            self.generator = TransformersGenerator(self.policy, tokenizer)
+        self.generator = build_generator(config, self.policy, tokenizer)
+        #: Which generator samples, for the run's log (``vllm (float32)``).
+        self.generator_label = describe(self.generator)
         self.rollout = Rollout(self.envs, self.chat, self.generator, config.rollout)
         # A separate engine (vLLM) samples with its own numerics: score the tokens with the trained model.
-        self.recompute_logprobs = config.train.recompute_logprobs or config.rollout.generator == "vllm"
+        self.recompute_logprobs = config.train.recompute_logprobs or not isinstance(
+            self.generator, TransformersGenerator
+        )
         self.step = 0
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
         self._logger: MetricsLogger | None = None
@@ -262,7 +262,9 @@ class LocalTrainer:
         batch = Batch.from_episodes(episodes, self.pad_id, self.device)
         metrics.update(self._update(batch))
         if hasattr(self.generator, "update_weights"):  # an engine with its own copy of the weights
+            synced = time.perf_counter()
             self.generator.update_weights(self.policy.state_dict().items())
+            metrics["weight_sync_s"] = time.perf_counter() - synced
         metrics["update_s"] = time.perf_counter() - update_started
         metrics["step_s"] = time.perf_counter() - started
         metrics["lr"] = self.scheduler.get_last_lr()[0]
@@ -458,6 +460,8 @@ class LocalTrainer:
 
     def close(self) -> None:
         run_sync(self.envs.close())
+        if hasattr(self.generator, "close"):  # a vLLM engine: its KV cache, maybe its process
+            self.generator.close()
 
     # ----------------------------------------------------------------- checkpoints
 

@@ -1,9 +1,11 @@
 """Generators: turn token contexts into sampled continuations with the sampled tokens' log-probs.
 
 The rollout talks to a :class:`Generator`; what answers is the policy itself through transformers
-(:class:`~agentfly_train.generation.hf.TransformersGenerator`, any machine, KV cache, batched) or
-vLLM on a GPU machine (:class:`~agentfly_train.generation.vllm.VLLMGenerator`, imported only when
-asked for). Both take and return token ids, never text, so the trainer sees exactly what was sampled.
+(:class:`~agentfly_train.generation.hf.TransformersGenerator`, any machine, KV cache, batched) or a
+vLLM engine with its own copy of the weights (:mod:`agentfly_train.generation.vllm`, CPU or GPU,
+imported only when asked for): batched (``vllm``) or async (``vllm-async``, an
+:class:`AsyncGenerator`). All take and return token ids, never text, so the trainer sees exactly what
+was sampled. :func:`build_generator` picks one from the run's config.
 
 Example:
     >>> params = SamplingParams(max_new_tokens=16, temperature=0.7, stop=("</answer>",))
@@ -14,9 +16,14 @@ Example:
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from agentfly_train.config import Config
 
 FinishReason = Literal["stop", "stop_string", "length"]
 
@@ -78,3 +85,62 @@ class Generator(Protocol):
     def generate(self, requests: Sequence[GenerationRequest], params: SamplingParams) -> list[Generation]:
         """Continue every request; the answers come back in request order."""
         ...
+
+
+@runtime_checkable
+class AsyncGenerator(Generator, Protocol):
+    """A generator that also takes requests one at a time, whenever they come, and batches them itself
+    (continuous batching): the rollout then sends each episode's turn the moment it is ready."""
+
+    async def agenerate(self, request: GenerationRequest, params: SamplingParams) -> Generation:
+        """Continue one request."""
+        ...
+
+
+def generator_kind(name: str) -> str:
+    """``rollout.generator`` resolved: ``auto`` is ``vllm`` where vLLM is installed, else ``transformers``."""
+    if name != "auto":
+        return name
+    from agentfly_train.generation.vllm import vllm_installed
+
+    return "vllm" if vllm_installed() else "transformers"
+
+
+def build_generator(config: Config, model: Any, tokenizer: Any) -> Generator:
+    """The generator ``config.rollout.generator`` names, for ``model`` (the policy) and its tokenizer.
+
+    A vLLM engine starts from the policy's current weights (saved once to a scratch folder it loads
+    and that is removed after); the trainer then pushes its weights after every optimiser step.
+    """
+    rollout = config.rollout
+    kind = generator_kind(rollout.generator)
+    if kind == "transformers":
+        from agentfly_train.generation.hf import TransformersGenerator
+
+        return TransformersGenerator(model, tokenizer)
+    from agentfly_train.generation.vllm import AsyncVLLMGenerator, VLLMGenerator
+
+    engine = VLLMGenerator if kind == "vllm" else AsyncVLLMGenerator
+    folder = tempfile.mkdtemp(prefix="agentfly-vllm-init-")
+    try:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        return engine(
+            folder,
+            dtype=config.model.dtype if rollout.vllm_dtype == "auto" else rollout.vllm_dtype,
+            seed=config.seed,
+            max_model_len=rollout.max_episode_tokens,
+            kv_cache_gb=rollout.vllm_kv_cache_gb,
+            gpu_memory_utilization=rollout.vllm_gpu_memory_utilization,
+            **rollout.vllm_args,
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def describe(generator: Generator) -> str:
+    """A generator in a few words, for the run's log: ``vllm (float32)``, ``transformers``."""
+    args = getattr(generator, "args", None)
+    name = {"TransformersGenerator": "transformers", "VLLMGenerator": "vllm", "AsyncVLLMGenerator": "vllm-async"}
+    label = name.get(type(generator).__name__, type(generator).__name__)
+    return f"{label} ({args['dtype']})" if isinstance(args, dict) and "dtype" in args else label

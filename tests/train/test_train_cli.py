@@ -13,7 +13,6 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
 
 import pytest
 from docstring_examples import module_names, run_docstring_examples
@@ -24,7 +23,6 @@ from agentfly_train import models
 from agentfly_train.cli import main
 from agentfly_train.config import Config, ConfigError, apply_overrides
 from agentfly_train.evaluate import evaluate
-from agentfly_train.generation import GenerationRequest, SamplingParams
 from agentfly_train.generation.openai import OpenAIChatClient, ServerError
 
 # ----------------------------------------------------------------------------- config
@@ -419,52 +417,6 @@ def test_bundled_model_conversion(smollm2_dir):
     started = time.perf_counter()
     assert models.resolve_model_path("SmolLM2-135M", cache_dir=folder.parent) == str(folder)
     assert time.perf_counter() - started < 5  # cached: no second conversion
-
-
-def test_vllm_generator_maps_requests_and_answers(monkeypatch):
-    seen = {}
-
-    class LLM:
-        def __init__(self, **kwargs):
-            seen["engine"] = kwargs
-
-        def generate(self, prompts, sampling, use_tqdm):
-            seen["prompts"], seen["sampling"] = prompts, sampling
-            logprobs = [{7: SimpleNamespace(logprob=-0.1)}, {8: SimpleNamespace(logprob=-0.2)}]
-            return [
-                SimpleNamespace(
-                    outputs=[
-                        SimpleNamespace(token_ids=[7, 8], logprobs=logprobs, finish_reason="stop", stop_reason="</a>")
-                    ]
-                )
-            ]
-
-    vllm = ModuleType("vllm")
-    vllm.LLM = LLM
-    vllm.SamplingParams = lambda **kwargs: kwargs
-    vllm.inputs = SimpleNamespace(TokensPrompt=lambda prompt_token_ids: {"prompt_token_ids": prompt_token_ids})
-    monkeypatch.setitem(sys.modules, "vllm", vllm)
-    from agentfly_train.generation.vllm import VLLMGenerator
-
-    generator = VLLMGenerator("/models/x", seed=3)
-    assert seen["engine"]["logprobs_mode"] == "processed_logprobs" and seen["engine"]["worker_extension_cls"].endswith(
-        "WeightSyncExtension"
-    )
-    out = generator.generate(
-        [GenerationRequest([1, 2], 5, seed=11), GenerationRequest([3], 0)],
-        SamplingParams(8, temperature=0.7, stop=("</a>",), stop_token_ids=(2,)),
-    )
-    assert (out[0].token_ids, out[0].logprobs, out[0].finish_reason) == ([7, 8], [-0.1, -0.2], "stop_string")
-    assert out[1].token_ids == []  # no budget: not sent
-    [sampling] = seen["sampling"]
-    assert (
-        sampling["max_tokens"],
-        sampling["seed"],
-        sampling["include_stop_str_in_output"],
-        sampling["logprobs"],
-        sampling["top_k"],
-    ) == (5, 11, True, 0, -1)
-    assert seen["prompts"] == [{"prompt_token_ids": [1, 2]}]
 
 
 # ----------------------------------------------------------------------------- docstrings

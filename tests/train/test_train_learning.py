@@ -48,6 +48,7 @@ def shout_config(algo: str, out_dir: str | Path, **train) -> Config:
             "model": {"threads": 1},
             # top-k keeps the random model's choices few, so a handful of steps can move them
             "rollout": {
+                "generator": "transformers",  # the tiny model samples itself
                 "prompts_per_step": 4,
                 "samples_per_prompt": 4,
                 "max_turns": 2,
