@@ -313,6 +313,9 @@ def test_runtime_env_overrides_merge(tmp_path):
         "AGENTFLY_ENV_POOL": "ray",
         "AGENTFLY_ENV_POOL_SIZE": "16",
         "AGENTFLY_OBSERVATION_ROLE": "tool",
+        "AGENTFLY_MAX_TURN_TOKENS": "256",
+        "AGENTFLY_STOP": "[]",
+        "AGENTFLY_TOP_K": "0",
         "AGENTFLY_LEASE_TIMEOUT_S": "900",
         "NCCL_DEBUG": "INFO",
     }
@@ -399,15 +402,18 @@ def test_cli_dry_run_prints_one_shell_line_openrlhf_accepts(tmp_path, capsys):
     printed = capsys.readouterr().out.strip().splitlines()
     assert code == 0 and all(line.startswith("# ") for line in printed[:-1])
     words = shlex.split(printed[-1])
-    env = dict(word.split("=", 1) for word in words[:4])
+    env = dict(word.split("=", 1) for word in words[:7])
     assert env == {
         "AGENTFLY_ENV_POOL": "ray",
         "AGENTFLY_ENV_POOL_SIZE": "4",
         "AGENTFLY_OBSERVATION_ROLE": "tool",
+        "AGENTFLY_MAX_TURN_TOKENS": "256",
+        "AGENTFLY_STOP": "[]",
+        "AGENTFLY_TOP_K": "0",
         "NOTE": "a b",
     }
-    assert words[4:7] == [sys.executable, "-m", ENTRY_MODULE]
-    args = openrlhf_parse(words[7:])
+    assert words[7:10] == [sys.executable, "-m", ENTRY_MODULE]
+    args = openrlhf_parse(words[10:])
     assert (args.algo.advantage.estimator, args.rollout.n_samples_per_prompt, args.actor.adam.lr) == ("rloo", 8, 2e-6)
     assert (
         Path(args.data.prompt_dataset) == out / "openrlhf" / "train.jsonl"
@@ -418,7 +424,7 @@ def test_cli_dry_run_prints_one_shell_line_openrlhf_accepts(tmp_path, capsys):
 
 def test_preset_dry_run_is_a_valid_eight_gpu_command(tmp_path, capsys):
     assert main(["--config", "openrlhf", "--dry-run", "--out", str(tmp_path / "preset")]) == 0
-    args = openrlhf_parse(shlex.split(capsys.readouterr().out.strip().splitlines()[-1])[6:])
+    args = openrlhf_parse(entry_args(shlex.split(capsys.readouterr().out.strip().splitlines()[-1])))
     assert (args.rollout.batch_size * args.rollout.n_samples_per_prompt, args.train.batch_size, args.eval.steps) == (
         256,
         128,
@@ -465,9 +471,20 @@ def test_wandb_key_is_used_but_not_printed(tmp_path, monkeypatch):
 
 
 def test_settings_openrlhf_cannot_carry_are_noted(tmp_path):
-    launcher = launcher_for(tmp_path, ['rollout.stop=["</answer>"]', "rollout.max_turns=2"])
-    assert any("not carried" in note and "rollout.stop" in note and "max_turns" not in note for note in launcher.notes)
+    launcher = launcher_for(tmp_path, ['rollout.assistant_prefix="<answer>"', "rollout.max_turns=2"])
+    assert any("not carried" in note and "assistant_prefix" in note and "max_turns" not in note for note in launcher.notes)
     assert not any("not carried" in note for note in launcher_for(tmp_path).notes)
+
+
+def test_a_turns_own_sampling_settings_travel_to_the_plugin(tmp_path):
+    """OpenRLHF's loop gives a turn all of max_len; the plug-in reads the turn's budget, stop strings and top-k."""
+    launcher = launcher_for(tmp_path, ['rollout.stop=["</answer>"]', "rollout.max_new_tokens=48", "rollout.top_k=20"])
+    assert not any("not carried" in note for note in launcher.notes)
+    assert (launcher.env["AGENTFLY_STOP"], launcher.env["AGENTFLY_MAX_TURN_TOKENS"], launcher.env["AGENTFLY_TOP_K"]) == (
+        '["</answer>"]',
+        "48",
+        "20",
+    )
 
 
 def test_the_turn_limit_travels_in_every_label(tmp_path):

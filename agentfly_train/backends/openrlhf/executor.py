@@ -26,6 +26,14 @@ What ``step`` returns:
     * ``done`` and ``extra_logs``: turns, tool calls, parse errors, errors, success, env latency,
       truncation and failure flags (the same keys on every step, as OpenRLHF batches them).
 
+Per-turn sampling: OpenRLHF's loop gives every turn the whole rest of ``max_len`` as its budget (an
+untrained model fills it in a turn or two) and has no stop strings or top-k. The plug-in keeps
+OpenRLHF's ``execute`` (its contract and its token bookkeeping) and sets these on the copy of the
+sampling parameters each ``generate`` call gets: the turn's budget is the smaller of what is left and
+``AGENTFLY_MAX_TURN_TOKENS``, and ``AGENTFLY_STOP`` / ``AGENTFLY_TOP_K`` apply (stop strings kept in
+the output, as the local rollout keeps them). A turn cut by its own budget is ``finish_reason ==
+"length"`` to OpenRLHF, as a turn cut by ``max_len`` is.
+
 OpenRLHF behaviour handled here:
     * An episode whose next turn would not fit in ``max_len`` gets no further ``step`` from OpenRLHF,
       so it would end without its final reward and keep its env leased. ``step`` ends such an episode
@@ -42,6 +50,9 @@ Settings (environment variables, set by ``agentfly-train --backend openrlhf``):
     * ``AGENTFLY_OBSERVATION_ROLE``: ``tool`` (default) or ``user``.
     * ``AGENTFLY_LEASE_TIMEOUT_S``: how long an episode waits for a free env (default 600).
     * ``AGENTFLY_MIN_TURN_TOKENS``: room a turn needs to be worth generating (default 16).
+    * ``AGENTFLY_MAX_TURN_TOKENS``: a turn's token budget (``rollout.max_new_tokens``; 0 = no limit of its own).
+    * ``AGENTFLY_STOP``: JSON list of stop strings (``rollout.stop``).
+    * ``AGENTFLY_TOP_K``: top-k sampling (``rollout.top_k``; 0 = off).
 
 Example:
     What OpenRLHF's vLLM actor does with it, for one sample (``engine`` is the vLLM actor)::
@@ -111,6 +122,9 @@ class Settings:
     observation_role: str = "tool"
     lease_timeout_s: float = 600.0
     min_turn_tokens: int = 16
+    max_turn_tokens: int = 0
+    stop: tuple[str, ...] = ()
+    top_k: int = 0
 
     @classmethod
     def from_environ(cls) -> Settings:
@@ -122,6 +136,9 @@ class Settings:
             observation_role=env.get("AGENTFLY_OBSERVATION_ROLE", cls.observation_role),
             lease_timeout_s=float(env.get("AGENTFLY_LEASE_TIMEOUT_S", cls.lease_timeout_s)),
             min_turn_tokens=int(env.get("AGENTFLY_MIN_TURN_TOKENS", cls.min_turn_tokens)),
+            max_turn_tokens=int(env.get("AGENTFLY_MAX_TURN_TOKENS", cls.max_turn_tokens)),
+            stop=tuple(json.loads(env.get("AGENTFLY_STOP") or "[]")),
+            top_k=int(env.get("AGENTFLY_TOP_K", cls.top_k)),
         )
         if settings.pool not in ENV_POOLS:
             raise ValueError(
@@ -194,14 +211,23 @@ _EPISODE: contextvars.ContextVar[_Episode] = contextvars.ContextVar("agentfly_op
 
 
 class _RecordingEngine:
-    """Passes ``generate`` through to vLLM and keeps the turn's token ids: ``step`` only gets the text,
-    and whether the model closed its own turn is a fact about tokens."""
+    """Passes ``generate`` through to vLLM with the turn's own sampling settings (see the module
+    docstring) and keeps the turn's token ids: ``step`` only gets the text, and whether the model closed
+    its own turn is a fact about tokens."""
 
     def __init__(self, engine: Any, episode: _Episode) -> None:
         self._engine = engine
         self._episode = episode
 
     async def generate(self, prompt_token_ids: list[int], sampling_params: Any, multi_modal_data: Any = None) -> Any:
+        settings = self._episode.settings  # OpenRLHF's loop passes a copy per call: it may be changed
+        if settings.max_turn_tokens:
+            sampling_params.max_tokens = min(sampling_params.max_tokens, settings.max_turn_tokens)
+        if settings.stop:
+            sampling_params.stop = list(settings.stop)
+            sampling_params.include_stop_str_in_output = True
+        if settings.top_k:
+            sampling_params.top_k = settings.top_k
         output = await self._engine.generate(prompt_token_ids, sampling_params, multi_modal_data=multi_modal_data)
         self._episode.generated = list(output.outputs[0].token_ids)
         return output

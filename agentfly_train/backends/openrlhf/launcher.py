@@ -34,10 +34,12 @@ Three ways to launch:
   the ``AGENTFLY_*`` variables go in the runtime env's ``env_vars``, agentfly-gym's requirements in
   its ``pip`` list.
 
-OpenRLHF's agent loop has no top-k, stop strings, assistant prefix or turn limit: an episode ends when
-its env ends it or its token budget runs out. The turn limit is carried anyway: ``rollout.max_turns``
-goes into each label's env options (``max_turns``, which every AgentFly env takes) unless
-``env.options`` sets it; the launcher notes the other fields when they are set.
+OpenRLHF's agent loop has no per-turn budget, top-k, stop strings, assistant prefix or turn limit: an
+episode ends when its env ends it or its token budget runs out. The plug-in applies a turn's budget
+(``rollout.max_new_tokens``), top-k and stop strings to each of its ``generate`` calls
+(``AGENTFLY_MAX_TURN_TOKENS``, ``AGENTFLY_TOP_K``, ``AGENTFLY_STOP``). The turn limit is carried too:
+``rollout.max_turns`` goes into each label's env options (``max_turns``, which every AgentFly env takes)
+unless ``env.options`` sets it. The launcher notes an assistant prefix, which is not carried.
 
 Example:
     >>> config = Config.from_dict({"backend": "openrlhf", "algo": "rloo"})
@@ -76,7 +78,7 @@ PACKAGES = ("agentfly_env", "agentfly_envs", "agentfly_train", "agentfly_bench")
 #: The folder under ``out_dir`` that holds the prompt files (and, submitting, the job's working dir).
 JOB_DIR = "openrlhf"
 #: Rollout fields OpenRLHF's agent loop has no counterpart for.
-NOT_CARRIED = ("top_k", "stop", "assistant_prefix")
+NOT_CARRIED = ("assistant_prefix",)
 
 
 def openrlhf_args(
@@ -298,6 +300,10 @@ class OpenRLHFLauncher:
             "AGENTFLY_ENV_POOL": cluster.env_pool,
             "AGENTFLY_ENV_POOL_SIZE": str(cluster.env_pool_size),
             "AGENTFLY_OBSERVATION_ROLE": config.rollout.observation_role,
+            # OpenRLHF gives a turn all that is left of max_len: the plug-in applies the turn's own settings.
+            "AGENTFLY_MAX_TURN_TOKENS": str(config.rollout.max_new_tokens),
+            "AGENTFLY_STOP": json.dumps(config.rollout.stop),
+            "AGENTFLY_TOP_K": str(config.rollout.top_k),
             **{name: str(value) for name, value in cluster.env_vars.items()},
         }
         model = _model_argument(config, convert=not dry_run)
