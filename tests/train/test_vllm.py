@@ -116,6 +116,14 @@ def test_a_context_longer_than_the_engine_holds_is_cut_not_raised(batched, token
     assert len(edge.token_ids) <= 3 and edge.finish_reason in ("length", "stop")
 
 
+def test_long_seeded_prompts_that_fill_a_step_are_served(batched):
+    """Together these prompts exceed a scheduler step's tokens: vLLM 0.32's CPU build would prefill some
+    in chunks and crash on their seeded generators (engine_args turns chunking off)."""
+    requests = [GenerationRequest([1 + (i * 7 + j) % 5000 for j in range(900 + i)], 4, seed=i) for i in range(6)]
+    outputs = batched.generate(requests, SamplingParams(4))
+    assert [len(out.token_ids) for out in outputs] == [4] * 6
+
+
 def test_the_async_engine_samples_what_the_batched_one_does(batched, streaming, tokenizer):
     context = question(tokenizer)
     params = SamplingParams(32, temperature=1.0, stop_token_ids=end_of_turn(tokenizer))
