@@ -224,11 +224,65 @@ def aggregate_loss(
 
 @dataclass
 class PolicyLossResult:
-    """The policy loss and its diagnostics (clip fraction, approximate KL to the old policy)."""
+    """The policy loss and its diagnostics (clip fraction, approximate KL to the old policy; with the
+    train/rollout correction on, the mean log-prob gap ``rollout - old`` and the share it filtered)."""
 
     loss: torch.Tensor
     clip_ratio: torch.Tensor
     ppo_kl: torch.Tensor
+    vllm_kl: torch.Tensor | None = None
+    is_filter_ratio: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class ISCorrection:
+    """The train/rollout importance-sampling correction, as OpenRLHF 0.11.2 defines it
+    (``--algo.advantage.is_correction_*``).
+
+    The generator (vLLM) samples with its own numerics, so the trainer's log-prob of a sampled token
+    (``old``) differs from the generator's (``rollout``); the per-token ratio ``exp(old - rollout)``
+    reweights the loss. A gate reads a statistic per unit (each token, or the sequence's mean) and drops
+    (``mask``) or clamps (``clip``) units outside ``[low, high]``: token clip is TIS, token mask ICEPOP,
+    sequence mask seq-mask-tis; ``binary_kl`` / ``tv`` gating reads a divergence instead (a trust region).
+
+    Attributes:
+        level: ``off``, ``token`` or ``seq``.
+        mode: ``mask`` (survivors keep their token ratio as a weight) or ``clip`` (token level, ratio only).
+        gating: ``ratio``, ``binary_kl`` or ``tv``.
+        low: Lower bound (0 for a divergence).
+        high: Upper bound.
+    """
+
+    level: str = "off"
+    mode: str = "mask"
+    gating: str = "ratio"
+    low: float = 0.5
+    high: float = 5.0
+
+    def weights(
+        self, old_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token loss weights and the filtered share (of tokens, or of sequences at ``seq`` level)."""
+        seq_level = self.level == "seq"
+        log_ratio = (old_log_probs - rollout_log_probs).detach()  # log(pi_train / pi_rollout)
+        if self.gating == "ratio":
+            stat = (masked_mean(log_ratio, mask, dim=-1).unsqueeze(-1) if seq_level else log_ratio).exp()
+        else:
+            p = rollout_log_probs.exp().clamp(1e-6, 1 - 1e-6)  # the clamp keeps the binary-KL logs finite
+            q = old_log_probs.exp().clamp(1e-6, 1 - 1e-6)
+            if self.gating == "binary_kl":
+                stat = p * (p / q).log() + (1 - p) * ((1 - p) / (1 - q)).log()
+            else:
+                stat = (p - q).abs()
+            if seq_level:
+                stat = masked_mean(stat, mask, dim=-1).unsqueeze(-1)
+        if self.mode == "clip":
+            weights, filtered = stat.clamp(min=self.low, max=self.high), (stat < self.low) | (stat > self.high)
+        else:
+            keep = (stat >= self.low) & (stat <= self.high)
+            weights, filtered = torch.where(keep, log_ratio.exp(), 0.0), ~keep
+        share = filtered.float().mean() if seq_level else masked_mean(filtered.float(), mask)
+        return weights, share
 
 
 def policy_loss(
@@ -243,8 +297,11 @@ def policy_loss(
     mode: str = "token-mean",
     num_tokens: float | torch.Tensor | None = None,
     num_sequences: float | torch.Tensor | None = None,
+    correction: ISCorrection | None = None,
+    rollout_log_probs: torch.Tensor | None = None,
 ) -> PolicyLossResult:
-    """PPO's clipped surrogate: ``-min(r A, clip(r, 1 - low, 1 + high) A)``, dual-clipped when asked."""
+    """PPO's clipped surrogate: ``-min(r A, clip(r, 1 - low, 1 + high) A)``, dual-clipped when asked, and
+    reweighted per token by the train/rollout ``correction`` (which reads ``rollout_log_probs``) when on."""
     log_ratio = log_probs - old_log_probs
     ratio = log_ratio.clamp(min=-20.0, max=20.0).exp()
     surr1 = ratio * advantages
@@ -255,10 +312,19 @@ def policy_loss(
     else:
         loss = -torch.min(surr1, surr2)
     mask = action_mask.float()
+    vllm_kl = is_filter_ratio = None
+    if correction is not None and correction.level != "off":
+        if rollout_log_probs is None:
+            raise ValueError("the train/rollout correction needs the generator's log-probs (rollout_log_probs)")
+        weights, is_filter_ratio = correction.weights(old_log_probs, rollout_log_probs, mask)
+        loss = weights * loss
+        vllm_kl = masked_mean(rollout_log_probs - old_log_probs, mask)
     return PolicyLossResult(
         loss=aggregate_loss(loss, mask, mode, num_tokens=num_tokens, num_sequences=num_sequences),
         clip_ratio=masked_mean(torch.lt(surr2, surr1).float(), mask).detach(),
         ppo_kl=masked_mean(-log_ratio.detach(), mask),
+        vllm_kl=vllm_kl,
+        is_filter_ratio=is_filter_ratio,
     )
 
 

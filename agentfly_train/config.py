@@ -190,6 +190,18 @@ class AlgorithmConfig(Section):
     """Divide by the std in the global normalisation (gae, reinforce, reinforce_baseline)."""
     reward_clip: float = 10.0
     """Rewards are clipped to ``[-reward_clip, reward_clip]``."""
+    is_correction_level: Literal["off", "token", "seq"] = "off"
+    """Train/rollout importance-sampling correction (OpenRLHF's ``is_correction_*``, for a generator with its own
+    numerics: vLLM): ``off``, ``token`` (each token) or ``seq`` (the sequence's mean, a rejection filter). Token
+    ``clip`` is TIS, token ``mask`` ICEPOP, sequence ``mask`` seq-mask-tis."""
+    is_correction_mode: Literal["mask", "clip"] = "mask"
+    """``mask`` drops units outside the bounds (the rest keep their token ratio as a weight); ``clip`` clamps the token
+    ratio into them (token level, ``ratio`` gating only)."""
+    is_correction_gating: Literal["ratio", "binary_kl", "tv"] = "ratio"
+    """What the gate reads: the ratio ``pi_train / pi_rollout``, or the sampled token's ``binary_kl`` / ``tv``
+    divergence between the two (upper bound only)."""
+    is_correction_threshold: list[float] = msgspec.field(default_factory=lambda: [0.5, 5.0])
+    """``[low, high]`` bounds on the gated statistic, or ``[high]`` alone (low 0)."""
 
 
 class TrainConfig(Section):
@@ -400,6 +412,8 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             )
         if dual_clip and dual_clip <= 1:
             raise ConfigError(f"algorithm.dual_clip must be > 1 (or 0 for off), got {dual_clip}")
+        if problem := _is_correction_problem(self.algorithm):
+            raise ConfigError(problem)
         # The local backend logs from this process; a launcher checks what its own run needs.
         if self.backend == "local" and self.log.wandb and importlib.util.find_spec("wandb") is None:
             raise ConfigError("log.wandb is on but wandb is not installed: pip install wandb")
@@ -442,6 +456,28 @@ def model_problem(path: str) -> str | None:
         cache = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", "~/.cache/huggingface")) / "hub")
         if not (cache.expanduser() / f"models--{path.replace('/', '--')}").exists():
             return f"model {path!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set"
+    return None
+
+
+def _is_correction_problem(algorithm: AlgorithmConfig) -> str | None:
+    """OpenRLHF's rules for the train/rollout correction, with the fields named."""
+    if algorithm.is_correction_level == "off":
+        return None
+    threshold = algorithm.is_correction_threshold
+    if len(threshold) not in (1, 2) or (len(threshold) == 2 and threshold[0] > threshold[1]):
+        return f"algorithm.is_correction_threshold takes [high] or [low, high] with low <= high, got {threshold}"
+    if algorithm.is_correction_mode == "clip" and (
+        algorithm.is_correction_level == "seq" or algorithm.is_correction_gating != "ratio"
+    ):
+        return (
+            "algorithm.is_correction_mode = 'clip' needs is_correction_level = 'token' and "
+            "is_correction_gating = 'ratio' (a sequence statistic or a divergence can only mask)"
+        )
+    if algorithm.is_correction_gating != "ratio" and len(threshold) == 2 and threshold[0] > 0:
+        return (
+            f"algorithm.is_correction_gating = {algorithm.is_correction_gating!r} is bounded from above only: "
+            f"give is_correction_threshold = [high], got {threshold}"
+        )
     return None
 
 

@@ -226,6 +226,12 @@ class LocalTrainer:
         self.recompute_logprobs = config.train.recompute_logprobs or not isinstance(
             self.generator, TransformersGenerator
         )
+        algorithm = config.algorithm
+        low, high = [0.0, *algorithm.is_correction_threshold][-2:]  # [high] alone: low 0
+        #: The train/rollout correction (a no-op unless the generator has numerics of its own).
+        self.correction = algorithms.ISCorrection(
+            algorithm.is_correction_level, algorithm.is_correction_mode, algorithm.is_correction_gating, low, high
+        )
         self.step = 0
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
         self._logger: MetricsLogger | None = None
@@ -341,9 +347,14 @@ class LocalTrainer:
                         clip_eps_low=algorithm.clip_eps_low,
                         clip_eps_high=algorithm.clip_eps_high,
                         dual_clip=algorithm.dual_clip or None,
+                        correction=self.correction,
+                        rollout_log_probs=batch.rollout_logprobs[rows, :width],
                         **aggregation,
                     )
                     loss = loss_result.loss
+                    if loss_result.vllm_kl is not None:
+                        add("vllm_kl", loss_result.vllm_kl.item())
+                        add("is_filter_ratio", loss_result.is_filter_ratio.item())
                     if ref is not None and config.kl_mode == "loss":
                         kl_term = algorithms.kl_loss(
                             logprobs, ref[rows, :width], micro_mask, estimator=config.kl_estimator, **aggregation

@@ -472,7 +472,9 @@ def test_wandb_key_is_used_but_not_printed(tmp_path, monkeypatch):
 
 def test_settings_openrlhf_cannot_carry_are_noted(tmp_path):
     launcher = launcher_for(tmp_path, ['rollout.assistant_prefix="<answer>"', "rollout.max_turns=2"])
-    assert any("not carried" in note and "assistant_prefix" in note and "max_turns" not in note for note in launcher.notes)
+    assert any(
+        "not carried" in note and "assistant_prefix" in note and "max_turns" not in note for note in launcher.notes
+    )
     assert not any("not carried" in note for note in launcher_for(tmp_path).notes)
 
 
@@ -480,7 +482,11 @@ def test_a_turns_own_sampling_settings_travel_to_the_plugin(tmp_path):
     """OpenRLHF's loop gives a turn all of max_len; the plug-in reads the turn's budget, stop strings and top-k."""
     launcher = launcher_for(tmp_path, ['rollout.stop=["</answer>"]', "rollout.max_new_tokens=48", "rollout.top_k=20"])
     assert not any("not carried" in note for note in launcher.notes)
-    assert (launcher.env["AGENTFLY_STOP"], launcher.env["AGENTFLY_MAX_TURN_TOKENS"], launcher.env["AGENTFLY_TOP_K"]) == (
+    assert (
+        launcher.env["AGENTFLY_STOP"],
+        launcher.env["AGENTFLY_MAX_TURN_TOKENS"],
+        launcher.env["AGENTFLY_TOP_K"],
+    ) == (
         '["</answer>"]',
         "48",
         "20",
@@ -574,3 +580,24 @@ def test_cli_exit_codes_and_no_heavy_imports(tmp_path):
         "--dry-run prints the OpenRLHF command: use it with --backend openrlhf",
     ]:
         assert expected in run.stderr
+
+
+def test_the_train_rollout_correction_reaches_openrlhf_as_its_own_flags(tmp_path):
+    plain = openrlhf_parse(entry_args(launcher_for(tmp_path).argv))
+    assert plain.algo.advantage.is_correction_level == "off"
+    launcher = launcher_for(
+        tmp_path,
+        [
+            "algorithm.is_correction_level=token",
+            "algorithm.is_correction_mode=clip",
+            "algorithm.is_correction_threshold=[0.5, 3.0]",
+        ],
+    )
+    args = openrlhf_parse(entry_args(launcher.argv))
+    advantage = args.algo.advantage
+    assert (advantage.is_correction_level, advantage.is_correction_mode, advantage.is_correction_gating) == (
+        "token",
+        "clip",
+        "ratio",
+    )
+    assert advantage.is_correction_threshold == [0.5, 3.0]

@@ -30,6 +30,7 @@ from torch import nn
 
 from agentfly_train import algorithms
 from agentfly_train.algorithms import (
+    ISCorrection,
     aggregate_loss,
     approx_kl,
     compute_advantages,
@@ -324,6 +325,50 @@ def test_policy_and_value_losses_match_openrlhf(openrlhf, mode, dual_clip):
         openrlhf.compute_approx_kl(logp, old, kl_estimator="k3"), mask, token_level_loss=token_level
     )
     assert torch.allclose(ours_kl, theirs_kl)
+
+
+CORRECTIONS = [
+    ("token", "clip", "ratio", [0.5, 5.0]),  # TIS
+    ("token", "mask", "ratio", [0.5, 2.0]),  # ICEPOP
+    ("seq", "mask", "ratio", [0.8, 1.25]),  # seq-mask-tis
+    ("token", "mask", "binary_kl", [0.02]),
+    ("seq", "mask", "tv", [0.05]),
+]
+
+
+@pytest.mark.parametrize(("level", "mode", "gating", "threshold"), CORRECTIONS)
+def test_train_rollout_correction_matches_openrlhf(openrlhf, level, mode, gating, threshold):
+    g, mask = random_batch(13, 6, 9)
+    logp, old = torch.randn(6, 9, generator=g) * 0.3 - 1, torch.randn(6, 9, generator=g) * 0.3 - 1
+    # The generator's own numerics, off by more in later rows, so sequence-level gates keep some rows.
+    rollout = old + torch.randn(6, 9, generator=g) * torch.linspace(0.01, 1.0, 6).unsqueeze(1)
+    adv = torch.randn(6, 9, generator=g)
+    low, high = [0.0, *threshold][-2:]
+    ours = policy_loss(
+        logp, old, adv, mask, correction=ISCorrection(level, mode, gating, low, high), rollout_log_probs=rollout
+    )
+    loss_fn = openrlhf.PolicyLoss(
+        is_correction_level=level,
+        is_correction_mode=mode,
+        is_correction_gating=gating,
+        is_correction_threshold=[low, high],
+    )
+    theirs, clip_ratio, ppo_kl, vllm_kl, filtered = loss_fn(logp, old, adv, action_mask=mask, rollout_log_probs=rollout)
+    assert torch.allclose(ours.loss, theirs) and torch.allclose(ours.vllm_kl, vllm_kl)
+    assert torch.allclose(ours.is_filter_ratio, filtered) and 0 < float(filtered) < 1  # the gate did something
+    assert not torch.allclose(ours.loss, policy_loss(logp, old, adv, mask).loss)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), level=st.sampled_from(["token", "seq"]), mode=st.sampled_from(["mask", "clip"]))
+def test_a_generator_that_agrees_with_the_trainer_leaves_the_loss_alone(seed, level, mode):
+    if mode == "clip" and level == "seq":
+        mode = "mask"
+    g, mask = random_batch(seed, 4, 7)
+    logp, old, adv = (torch.randn(4, 7, generator=g) for _ in range(3))
+    plain = policy_loss(logp, old, adv, mask)
+    corrected = policy_loss(logp, old, adv, mask, correction=ISCorrection(level, mode), rollout_log_probs=old.clone())
+    assert torch.allclose(plain.loss, corrected.loss) and float(corrected.is_filter_ratio) == 0.0
 
 
 def test_gradient_accumulation_adds_up_to_the_step_mean():

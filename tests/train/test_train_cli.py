@@ -65,6 +65,17 @@ def test_toml_then_flags_then_set(tmp_path):
         ({"rollout": {"max_episode_tokens": 64, "max_new_tokens": 64}}, [], "must exceed"),
         ({"train": {"mini_batch_size": 5}}, [], "must divide"),
         ({"rollout": {"observation_role": "system"}}, [], "observation_role must be one of"),
+        (
+            {"algorithm": {"is_correction_level": "seq", "is_correction_mode": "clip"}},
+            [],
+            "is_correction_mode = 'clip' needs is_correction_level = 'token'",
+        ),
+        (
+            {"algorithm": {"is_correction_level": "token", "is_correction_gating": "tv"}},
+            [],
+            "bounded from above only",
+        ),
+        ({"algorithm": {"is_correction_level": "token", "is_correction_threshold": [5, 1]}}, [], "low <= high"),
         ({"env": {"pool": "cluster"}}, [], "env.pool must be one of local, ray"),
         ({"train": {"stpes": 3}}, [], "unknown config key 'train.stpes'"),
         ({"train": {"steps": "many"}}, [], "train.steps must be a int"),

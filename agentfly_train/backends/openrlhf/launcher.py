@@ -244,6 +244,17 @@ def openrlhf_args(
     )
     if algorithm.dual_clip:
         args += ["--actor.dual_clip", algorithm.dual_clip]
+    if algorithm.is_correction_level != "off":  # OpenRLHF then asks vLLM for the sampled tokens' log-probs
+        args += [
+            "--algo.advantage.is_correction_level",
+            algorithm.is_correction_level,
+            "--algo.advantage.is_correction_mode",
+            algorithm.is_correction_mode,
+            "--algo.advantage.is_correction_gating",
+            algorithm.is_correction_gating,
+            "--algo.advantage.is_correction_threshold",
+            *algorithm.is_correction_threshold,
+        ]
     if cluster.async_train:
         args += ["--train.async_enable", "--train.async_queue_size", cluster.async_queue_size]
     if eval_data:
