@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -110,16 +111,31 @@ def build_generator(config: Config, model: Any, tokenizer: Any) -> Generator:
     """The generator ``config.rollout.generator`` names, for ``model`` (the policy) and its tokenizer.
 
     A vLLM engine starts from the policy's current weights (saved once to a scratch folder it loads
-    and that is removed after); the trainer then pushes its weights after every optimiser step.
+    and that is removed after); the trainer then pushes its weights after every optimiser step. An
+    engine that cannot start raises :class:`~agentfly_train.generation.vllm.VLLMError` when vLLM was
+    asked for, and falls back to transformers, with a warning, when ``auto`` chose it.
     """
     rollout = config.rollout
     kind = generator_kind(rollout.generator)
-    if kind == "transformers":
-        from agentfly_train.generation.hf import TransformersGenerator
+    if kind != "transformers":
+        from agentfly_train.generation.vllm import VLLMError
 
-        return TransformersGenerator(model, tokenizer)
+        try:
+            return _vllm_generator(config, kind, model, tokenizer)
+        except VLLMError as error:
+            if rollout.generator != "auto":
+                raise
+            # Chosen for the user, not by them: say why, and go on with the generator that needs no engine.
+            logging.getLogger("agentfly.train").warning("%s; using the transformers generator", error)
+    from agentfly_train.generation.hf import TransformersGenerator
+
+    return TransformersGenerator(model, tokenizer)
+
+
+def _vllm_generator(config: Config, kind: str, model: Any, tokenizer: Any) -> Generator:
     from agentfly_train.generation.vllm import AsyncVLLMGenerator, VLLMGenerator
 
+    rollout = config.rollout
     engine = VLLMGenerator if kind == "vllm" else AsyncVLLMGenerator
     folder = tempfile.mkdtemp(prefix="agentfly-vllm-init-")
     try:

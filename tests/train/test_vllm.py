@@ -236,3 +236,13 @@ def test_auto_picks_vllm_where_it_is_installed_and_the_engine_starts_from_the_po
     finally:
         generator.close()
     assert list(tmp_path.iterdir()) == []  # the start-up copy of the weights is gone
+
+
+def test_an_engine_auto_chose_that_cannot_start_falls_back_to_transformers(policy, tokenizer, tmp_path, caplog):
+    data = {"out_dir": str(tmp_path), "rollout": {"max_episode_tokens": 512, "vllm_kv_cache_gb": 0.0001}}
+    with caplog.at_level("WARNING", logger="agentfly.train"):
+        generator = build_generator(Config.from_dict(data), policy, tokenizer)
+    assert describe(generator) == "transformers" and "rollout.vllm_kv_cache_gb" in caplog.text
+    data["rollout"]["generator"] = "vllm"  # asked for by name: the error stands
+    with pytest.raises(VLLMError, match=r"rollout\.vllm_kv_cache_gb"):
+        build_generator(Config.from_dict(data), policy, tokenizer)
