@@ -180,10 +180,10 @@ class RolloutStats:
 
     Attributes:
         wall_s: Wall time of the whole rollout.
-        generate_s: Time the generator was busy.
+        generate_s: Time the generator was busy (an async generator: while any request was in it).
         env_s: Time spent in env calls, summed over episodes (they overlap, so it can exceed the wall).
         generated_tokens: Tokens sampled.
-        batches: Generation batches.
+        batches: Generation batches (an async generator: busy spans, each ending when it has no request left).
         pool_leases_peak: Most envs leased from the env pool at once (sampled at each batch).
     """
 
