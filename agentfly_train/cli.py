@@ -28,6 +28,7 @@ from typing import Any
 from agentfly_train.config import (
     ALGORITHMS,
     BACKENDS,
+    GENERATORS,
     Config,
     ConfigError,
     apply_overrides,
@@ -100,7 +101,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--prompts-per-step", type=int)
         parser.add_argument("--samples-per-prompt", type=int, help="chains per task (the GRPO/RLOO group)")
         parser.add_argument("--temperature", type=float)
-        parser.add_argument("--generator", choices=["transformers", "vllm"])
+        parser.add_argument("--generator", choices=GENERATORS)
         parser.add_argument("--resume", nargs="?", const="auto", help="continue from the latest checkpoint, or a path")
         parser.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")

@@ -114,6 +114,11 @@ class EnvConfig(Section):
     spread over the cluster; the ``ray`` extra). The ``openrlhf`` backend has its own, ``openrlhf.env_pool``."""
 
 
+#: What samples the episodes (``rollout.generator``, ``--generator``).
+GeneratorName = Literal["auto", "transformers", "vllm", "vllm-async"]
+GENERATORS: tuple[str, ...] = get_args(GeneratorName)
+
+
 class RolloutConfig(Section):
     """How episodes are played."""
 
@@ -140,7 +145,7 @@ class RolloutConfig(Section):
     assistant_prefix: str = ""
     """Text that opens every model turn (mask 0), e.g. ``<answer>`` to prime the answer format; the env receives it in
     front of what the model wrote."""
-    generator: Literal["auto", "transformers", "vllm", "vllm-async"] = "auto"
+    generator: GeneratorName = "auto"
     """``transformers`` (the trained model itself samples; any machine), ``vllm`` (a vLLM engine in this process with
     its own copy of the weights, fed a batch at a time; CPU or GPU), ``vllm-async`` (vLLM's async engine in a process
     of its own: each episode's turn goes in the moment its env step returns, no batch barrier), or ``auto`` (``vllm``
