@@ -315,7 +315,13 @@ class AsyncVLLMGenerator:
         process); cached prefixes are dropped."""
         from safetensors.torch import save_file
 
-        weights = {name: tensor.detach().cpu().contiguous() for name, tensor in named_tensors}
+        weights, seen = {}, set()
+        for name, tensor in named_tensors:
+            tensor = tensor.detach().cpu().contiguous()
+            # Tied weights (embedding and LM head) share memory, which safetensors refuses to write; vLLM's CPU
+            # build keeps a repacked LM head of its own, so both names are sent, the second as a copy.
+            weights[name] = tensor.clone() if tensor.data_ptr() in seen else tensor
+            seen.add(tensor.data_ptr())
         save_file(weights, os.path.join(self._weights_dir, "model.safetensors"))
         self._call(self._reload())
 
