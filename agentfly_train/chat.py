@@ -157,6 +157,12 @@ class ChatFormat:
                 return text[: -len(closing)]
         return text
 
+    @property
+    def closing_id(self) -> int:
+        """The token a model generates to end its turn in this template (``<|im_end|>`` for ChatML)."""
+        first = self._between_ids[0]
+        return first if first in self.end_of_turn_ids else min(self.end_of_turn_ids)
+
     def _closed_by(self, generated: list[int]) -> bool:
         """Whether the model ended its turn with the template's own closing token."""
         return bool(generated) and generated[-1] in self.end_of_turn_ids and generated[-1] == self._between_ids[0]

@@ -19,10 +19,12 @@ mistake (an unknown env or algo, a missing model) is reported at once.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from agentfly_train.config import (
@@ -34,7 +36,7 @@ from agentfly_train.config import (
     apply_overrides,
 )
 
-COMMANDS = ("train", "eval", "export")
+COMMANDS = ("train", "eval", "export", "collect", "sft")
 
 #: Flag destination -> config field, for the flags that name a field directly.
 FIELD_FLAGS = {
@@ -73,7 +75,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     if command == "train":
-        parser.add_argument("command", nargs="?", choices=COMMANDS, help="train (default), eval or export")
+        parser.add_argument(
+            "command", nargs="?", choices=COMMANDS, help="train (default), eval, export, collect or sft"
+        )
     parser.add_argument("--config", help="a TOML file, or a preset name (quickstart)")
     parser.add_argument("--env", help="env id, e.g. AgentFly/Math-v0")
     parser.add_argument(
@@ -85,7 +89,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override any config field"
     )
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
-    if command in ("train", "eval"):
+    if command in ("train", "eval", "sft"):
         parser.add_argument("--model", help="smollm2-135m (bundled), a model folder, a .gguf file or a hub id")
         parser.add_argument("--model-cache", help="where converted GGUF models are kept")
         parser.add_argument("--device", choices=["auto", "cpu", "cuda"])
@@ -120,6 +124,16 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument(
             "--split", choices=["train", "eval"], default="eval", help="the eval options, or the training ones"
         )
+    if command == "collect":
+        parser.add_argument("--output", required=True, help="the JSONL file of trajectories to write")
+        parser.add_argument("--episodes", type=int, default=100)
+        parser.add_argument("--split", choices=["train", "eval"], default="train")
+    if command == "sft":
+        parser.add_argument(
+            "--data", action="append", default=[], help="a JSONL file of demonstrations (repeatable): sft.data"
+        )
+        parser.add_argument("--epochs", type=int)
+        parser.add_argument("--lr", dest="sft_lr", type=float, help="the warm start's learning rate: sft.lr")
     if command == "export":
         parser.add_argument("--output", required=True, help="the JSONL file to write")
         parser.add_argument("--count", type=int, default=1000)
@@ -136,6 +150,12 @@ def resolve_config(args: argparse.Namespace) -> Config:
         if getattr(args, dest, None) is not None
     ]
     overrides += [f"env.options.{option}" for option in args.env_option]
+    if getattr(args, "data", None):
+        overrides.append(f"sft.data={json.dumps(args.data)}")
+    if getattr(args, "epochs", None) is not None:
+        overrides.append(f"sft.epochs={args.epochs}")
+    if getattr(args, "sft_lr", None) is not None:
+        overrides.append(f"sft.lr={args.sft_lr}")
     if getattr(args, "wandb", False):
         overrides.append("log.wandb=true")
     if getattr(args, "no_progress", False):
@@ -158,14 +178,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = resolve_config(args)
         if args.print_config:
-            import json
-
             print(json.dumps(config.to_dict(), indent=2))
             return 0
         dry_run = getattr(args, "dry_run", False)
         if dry_run and config.backend != "openrlhf":
             raise ConfigError("--dry-run prints the OpenRLHF command: use it with --backend openrlhf")
-        config.validate(check_model=command != "export" and not dry_run)
+        config.validate(check_model=command not in ("export", "collect") and not dry_run)
+        if command == "sft" and not config.sft.data:
+            raise ConfigError("sft needs demonstrations: --data FILE (or sft.data in the config)")
         if command == "eval" and args.split == "train":
             config.env.eval_options = {}
         # The openrlhf backend is built here: what it checks (installed packages, paths) is a config error too.
@@ -183,6 +203,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if command == "eval":
         return _evaluate(config)
+    if command == "collect":
+        return _collect(config, args)
+    if command == "sft":
+        return _sft(config)
     if command == "export":
         from agentfly_train.dataset import export_tasks
 
@@ -190,6 +214,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {count} tasks of {config.env.id} to {args.output}")
         return 0
     return _train(config)
+
+
+def _collect(config: Config, args: argparse.Namespace) -> int:
+    from agentfly_train.sft import collect_expert, write_jsonl
+
+    options = {**config.env.options, **(config.env.eval_options if args.split == "eval" else {})}
+    count = write_jsonl(collect_expert(config.env.id, options, args.episodes, first_seed=config.seed), args.output)
+    print(f"wrote {count} expert episodes of {config.env.id} to {args.output}")
+    return 0
+
+
+def _sft(config: Config) -> int:
+    """The ``[sft]`` stage alone: the warm-started model goes to ``<out_dir>/final``."""
+    from agentfly_env.files import atomic_path
+    from agentfly_train.models import load_causal_lm, load_tokenizer, pick_device, resolve_model_path
+    from agentfly_train.sft import warm_start
+
+    path = resolve_model_path(config.model.path, config.model.cache_dir or None)
+    tokenizer = load_tokenizer(path)
+    model = load_causal_lm(path, dtype=config.model.dtype, device=str(pick_device(config.model.device)))
+    result = warm_start(config, model, tokenizer)
+    final = Path(config.out_dir) / "final"
+    with atomic_path(final) as scratch:  # a crash leaves no half-saved model behind
+        model.save_pretrained(scratch)
+        tokenizer.save_pretrained(scratch)
+    print(
+        f"sft: {result.episodes} episodes ({result.action_tokens} model tokens), {len(result.losses)} steps in "
+        f"{result.seconds:.0f} s; loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f}; model: {final}"
+    )
+    return 0
 
 
 def _openrlhf_launcher(config: Config, *, dry_run: bool) -> Any:

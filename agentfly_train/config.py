@@ -280,7 +280,27 @@ class EvalConfig(Section):
 
 
 #: The sections every run has; each registered backend with settings adds its own (:func:`_sections`).
-SECTIONS = ("model", "env", "rollout", "algorithm", "train", "log", "eval")
+class SFTConfig(Section):
+    """The warm start: supervised training on demonstrations before RL (:mod:`agentfly_train.sft`)."""
+
+    data: list[str] = msgspec.field(default_factory=list)
+    """JSONL files of demonstrations (trajectories, e.g. from ``agentfly-train collect``, or OpenAI chat
+    transcripts); empty: no warm start."""
+    epochs: AtLeastOne = 1
+    """Passes over the demonstrations."""
+    lr: Positive = 1e-4
+    """AdamW learning rate."""
+    batch_size: AtLeastOne = 8
+    """Episodes per optimiser step."""
+    min_reward: float | None = None
+    """Keep only demonstrations whose return is at least this (rejection sampling over a run's trajectories)."""
+    parser: str = "hermes"
+    """The tool-call format chat transcripts' ``tool_calls`` are written in (the env's parser)."""
+    on_bad_row: Literal["skip", "fail"] = "skip"
+    """A row that cannot be used: ``skip`` it (logged with its file and line) or ``fail``."""
+
+
+SECTIONS = ("model", "env", "rollout", "algorithm", "train", "log", "eval", "sft")
 
 
 class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -309,6 +329,8 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``[log]``: what a run writes."""
     eval: EvalConfig = msgspec.field(default_factory=EvalConfig)
     """``[eval]``: ``agentfly-train eval``."""
+    sft: SFTConfig = msgspec.field(default_factory=SFTConfig)
+    """``[sft]``: the warm start before RL (``agentfly-train sft`` runs it alone)."""
     backends: dict[str, Any] = msgspec.field(default_factory=lambda: {n: s() for n, s in backend_sections().items()})
     """Every registered backend's own section, by backend name, each read from the top-level table of that name
     (``[openrlhf]``) and read back as ``config.openrlhf``."""

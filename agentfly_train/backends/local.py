@@ -440,6 +440,8 @@ class LocalTrainer:
         if config.log.trajectories:
             self._trajectories = TrajectoryWriter(self.run_dir / "trajectories.jsonl", durable=False)
         started = time.perf_counter()
+        if config.sft.data and not resumed:
+            self._logger.log(0, self.warm_start())
         try:
             while self.step < config.train.steps:
                 metrics = self.train_step()
@@ -468,6 +470,21 @@ class LocalTrainer:
             summary["reward_curve"] = str(plot_reward_curve(records, self.run_dir / "reward_curve.png", title=title))
         self.close()
         return summary
+
+    def warm_start(self) -> dict[str, float]:
+        """The ``[sft]`` stage on the policy (then pushed to the generator's engine); returns its metrics."""
+        from agentfly_train.sft import warm_start
+
+        result = warm_start(self.config, self.policy, self.tokenizer)
+        if hasattr(self.generator, "update_weights"):
+            self.generator.update_weights(self.policy.state_dict().items())
+        return {
+            "sft_loss_first": result.losses[0],
+            "sft_loss_last": result.losses[-1],
+            "sft_episodes": result.episodes,
+            "sft_action_tokens": result.action_tokens,
+            "sft_s": result.seconds,
+        }
 
     def close(self) -> None:
         run_sync(self.envs.close())
