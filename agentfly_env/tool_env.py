@@ -99,7 +99,9 @@ class ToolEnv(AgentEnv):
             ``"tool"``: the model calls ``finish(answer=...)``; ``"none"``: there is no final answer,
             only a tool ends the episode (see :class:`~agentfly_env.turn.TurnReport`).
         answer_tag: The tag name for ``answer_mode="tag"``.
-        system_prompt: Task instructions; the tool list and call format are appended.
+        system_prompt: Task instructions; the tool list, call format and answer format are appended.
+        describe_tools: Append them; off, ``system_prompt`` is the whole prompt (a compact one of your own:
+            a small model's episodes get much shorter).
         success_threshold: A score at or above this counts as success when the reward does not say.
         reward_every_turn: Score every turn with the reward (prediction None until an answer), for
             rewards that pay progress as it is made; by default only the turn that ends is scored.
@@ -122,6 +124,7 @@ class ToolEnv(AgentEnv):
         answer_mode: Literal["tag", "tool", "none"] = "tag",
         answer_tag: str = "answer",
         system_prompt: str = "Solve the task. Use the tools when they help.",
+        describe_tools: bool = True,
         success_threshold: float = 1.0,
         reward_every_turn: bool = False,
         tool_timeout_s: float | None = None,
@@ -152,7 +155,7 @@ class ToolEnv(AgentEnv):
         self.resources = resources if resources is not None else default_manager()
         self.lease_timeout_s = lease_timeout_s
         self.tool_schemas = [t.schema for t in self.tools.values()]
-        self.system_prompt = self._build_system_prompt(system_prompt)
+        self.system_prompt = self._build_system_prompt(system_prompt) if describe_tools else system_prompt.strip()
         self.action_space = ToolCallSpace(
             [t for t in self.tools.values() if t is not finish_tool],
             self.parser.format_call,

@@ -184,8 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if dry_run and config.backend != "openrlhf":
             raise ConfigError("--dry-run prints the OpenRLHF command: use it with --backend openrlhf")
         config.validate(check_model=command not in ("export", "collect") and not dry_run)
-        if command == "sft" and not config.sft.data:
-            raise ConfigError("sft needs demonstrations: --data FILE (or sft.data in the config)")
+        if command == "sft" and not (config.sft.data or config.sft.expert_episodes):
+            raise ConfigError("sft needs demonstrations: --data FILE (or sft.data / sft.expert_episodes in the config)")
         if command == "eval" and args.split == "train":
             config.env.eval_options = {}
         # The openrlhf backend is built here: what it checks (installed packages, paths) is a config error too.
@@ -322,6 +322,19 @@ def _print_summary(console: Any, summary: dict[str, Any], wall_s: float) -> None
         if key in summary:
             table.add_row(label, summary[key])
     console.print(table)
+    if "stages" in summary:
+        stages = Table(title="held-out tasks (eval split), greedy")
+        for column in ("stage", "success", "reward", "tool calls / episode", "turns / episode"):
+            stages.add_column(column, justify="left" if column == "stage" else "right")
+        for stage, row in summary["stages"].items():
+            stages.add_row(
+                stage,
+                f"{row['success_rate']:.3f}",
+                f"{row['reward_mean']:.3f}",
+                f"{row['tool_calls_per_episode']:.2f}",
+                f"{row['turns_per_episode']:.2f}",
+            )
+        console.print(stages)
 
 
 def _evaluate(config: Config) -> int:

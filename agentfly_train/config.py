@@ -277,6 +277,9 @@ class EvalConfig(Section):
     """Episodes in flight at once (server requests or local batch size)."""
     timeout_s: Positive = 120.0
     """Per-request timeout for a server."""
+    stages: bool = False
+    """Training (local backend): evaluate the policy on ``episodes`` held-out tasks before training, after the warm
+    start (when there is one) and after RL; the run's summary shows the three side by side."""
 
 
 #: The sections every run has; each registered backend with settings adds its own (:func:`_sections`).
@@ -285,7 +288,10 @@ class SFTConfig(Section):
 
     data: list[str] = msgspec.field(default_factory=list)
     """JSONL files of demonstrations (trajectories, e.g. from ``agentfly-train collect``, or OpenAI chat
-    transcripts); empty: no warm start."""
+    transcripts)."""
+    expert_episodes: ZeroOrMore = 0
+    """Demonstrations played by the run's env's scripted expert (train split, tasks 0, 1, ...) at the start. With
+    ``data`` empty and this 0, there is no warm start."""
     epochs: AtLeastOne = 1
     """Passes over the demonstrations."""
     lr: Positive = 1e-4

@@ -32,6 +32,7 @@ from agentfly_env.pool import ResourcePool
 from agentfly_env.recording import TrajectoryWriter
 from agentfly_train.chat import first_messages
 from agentfly_train.config import Config
+from agentfly_train.generation import Generator
 from agentfly_train.generation.openai import OpenAIChatClient
 from agentfly_train.metrics import episode_metrics, sequence_metrics
 from agentfly_train.rollout import Episode, EpisodeStats, reset_episode, step_episode
@@ -44,6 +45,7 @@ def evaluate(
     tokenizer: Any = None,
     env_fn: Callable[[], AgentEnv] | None = None,
     client: OpenAIChatClient | None = None,
+    generator: Generator | None = None,
 ) -> dict[str, Any]:
     """Play ``eval.episodes`` episodes (env seeds 0, 1, ...) on the eval options and summarise them.
 
@@ -53,6 +55,7 @@ def evaluate(
         tokenizer: Its tokenizer.
         env_fn: Builds one env instead of ``gym.make``.
         client: A server client instead of one built from ``eval.base_url``.
+        generator: What samples for ``model`` (a trainer's, kept in sync with it) instead of a new one.
     """
     config.validate(check_env=env_fn is None, check_model=model is None and client is None)
     options = {**config.env.options, **config.env.eval_options}
@@ -78,7 +81,7 @@ def evaluate(
             source = f"{client.model} at {client.url}"
             metrics = episode_metrics(episodes)
         else:
-            local = _local_episodes(config, model, tokenizer, envs, seeds)
+            local = _local_episodes(config, model, tokenizer, envs, seeds, generator)
             episodes, metrics = list(local), {**episode_metrics(local), **sequence_metrics(local)}
             source = config.model.path if model is None else type(model).__name__
     finally:
@@ -104,7 +107,12 @@ def evaluate(
 
 
 def _local_episodes(
-    config: Config, model: Any, tokenizer: Any, envs: ResourcePool[EnvHandle], seeds: list[int]
+    config: Config,
+    model: Any,
+    tokenizer: Any,
+    envs: ResourcePool[EnvHandle],
+    seeds: list[int],
+    generator: Generator | None = None,
 ) -> list[Episode]:
     from agentfly_train.chat import ChatFormat
     from agentfly_train.generation import build_generator
@@ -122,7 +130,9 @@ def _local_episodes(
         model = load_causal_lm(path, dtype=config.model.dtype, device=str(pick_device(config.model.device)))
     chat = ChatFormat(tokenizer, config.rollout.observation_role)
     rollout_config = msgspec.structs.replace(config.rollout, samples_per_prompt=1)
-    generator = build_generator(config, model, tokenizer)
+    owned = generator is None  # built here, so closed here
+    if generator is None:
+        generator = build_generator(config, model, tokenizer)
     rollout = Rollout(
         envs,
         chat,
@@ -139,7 +149,7 @@ def _local_episodes(
                 episode.group += start
             episodes += result.episodes
     finally:
-        if hasattr(generator, "close"):
+        if owned and hasattr(generator, "close"):
             generator.close()
     return episodes
 

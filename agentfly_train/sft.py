@@ -346,7 +346,14 @@ def warm_start(config: Any, policy: Any, tokenizer: Any) -> SFTResult:
 
     sft = config.sft
     chat = ChatFormat(tokenizer, config.rollout.observation_role)
-    demos = read_demonstrations(sft.data, min_reward=sft.min_reward, parser=sft.parser, on_bad_row=sft.on_bad_row)
+    demos = (
+        read_demonstrations(sft.data, min_reward=sft.min_reward, parser=sft.parser, on_bad_row=sft.on_bad_row)
+        if sft.data
+        else []
+    )
+    if sft.expert_episodes:
+        experts = collect_expert(config.env.id, config.env.options, sft.expert_episodes)
+        demos += parse_rows((msgspec.to_builtins(t) for t in experts), source=f"{config.env.id} expert")
     episodes = []
     for demo in demos:
         try:
@@ -354,7 +361,7 @@ def warm_start(config: Any, policy: Any, tokenizer: Any) -> SFTResult:
         except DemonstrationError as error:
             _bad(str(error), sft.on_bad_row)
     if not episodes:
-        raise DemonstrationError(f"no demonstration in {', '.join(sft.data)} fits rollout.max_episode_tokens")
+        raise DemonstrationError("no demonstration fits rollout.max_episode_tokens")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     return train_sft(
         policy,

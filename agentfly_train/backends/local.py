@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import torch
 from torch import nn
@@ -173,6 +174,7 @@ class LocalTrainer:
         env_fn: Callable[[], AgentEnv] | None = None,
     ) -> None:
         self.config = config.validate(check_env=env_fn is None, check_model=model is None)
+        self.env_fn = env_fn
         if config.backend != "local":
             raise ValueError(f"LocalTrainer runs backend 'local', not {config.backend!r}")
         if config.model.threads:
@@ -440,8 +442,13 @@ class LocalTrainer:
         if config.log.trajectories:
             self._trajectories = TrajectoryWriter(self.run_dir / "trajectories.jsonl", durable=False)
         started = time.perf_counter()
-        if config.sft.data and not resumed:
+        stages: dict[str, dict[str, float]] = {}
+        if config.eval.stages and not resumed:
+            stages["base"] = self.evaluate_stage("base")
+        if (config.sft.data or config.sft.expert_episodes) and not resumed:
             self._logger.log(0, self.warm_start())
+            if config.eval.stages:
+                stages["warm start"] = self.evaluate_stage("warm-start")
         try:
             while self.step < config.train.steps:
                 metrics = self.train_step()
@@ -454,7 +461,11 @@ class LocalTrainer:
             self._logger.close()
             if self._trajectories is not None:
                 self._trajectories.close()
+        if config.eval.stages:
+            stages["rl"] = self.evaluate_stage("rl")
         summary: dict[str, Any] = {"steps": self.step, "wall_s": time.perf_counter() - started}
+        if stages:
+            summary["stages"] = stages
         summary["checkpoint"] = str(self.save_checkpoint())
         summary["final_model"] = str(self.save_model(self.run_dir / "final"))
         records = [r for r in read_metrics(self.run_dir / "metrics.jsonl") if "reward_mean" in r]
@@ -470,6 +481,18 @@ class LocalTrainer:
             summary["reward_curve"] = str(plot_reward_curve(records, self.run_dir / "reward_curve.png", title=title))
         self.close()
         return summary
+
+    def evaluate_stage(self, name: str) -> dict[str, float]:
+        """The policy as it is now on ``eval.episodes`` held-out tasks (greedy at ``eval.temperature``, through
+        the trainer's own generator); the report and trajectories go to ``<run dir>/stages/<name>/eval``."""
+        from agentfly_train.evaluate import evaluate
+
+        config = msgspec.structs.replace(self.config, out_dir=str(self.run_dir / "stages" / name))
+        summary = evaluate(
+            config, model=self.policy, tokenizer=self.tokenizer, env_fn=self.env_fn, generator=self.generator
+        )
+        keys = ("success_rate", "reward_mean", "tool_calls_per_episode", "turns_per_episode")
+        return {key: summary[key] for key in keys}
 
     def warm_start(self) -> dict[str, float]:
         """The ``[sft]`` stage on the policy (then pushed to the generator's engine); returns its metrics."""

@@ -56,6 +56,15 @@ def test_reset_info_carries_task_tools_and_system_prompt():
     assert "<tool_call>" in info["system_prompt"]
 
 
+def test_a_compact_system_prompt_of_ones_own_replaces_the_tool_descriptions():
+    env = make_env(system_prompt="  Add with <tool_call>; answer in <answer>.  ", describe_tools=False)
+    _, info = env.reset(seed=0)
+    assert info["system_prompt"] == "Add with <tool_call>; answer in <answer>."
+    assert [t["function"]["name"] for t in info["tools"]] == ["wait", "add"]  # still offered and callable
+    observation, *_ = env.step(call("add", '{"a": 2, "b": 3}'))
+    assert observation == "5"
+
+
 def test_tool_call_then_answer_ends_with_reward_components():
     env = make_env()
     env.reset(seed=0)

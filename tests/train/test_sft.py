@@ -209,3 +209,35 @@ def test_collect_then_sft_from_the_command_line(tmp_path, smollm2_dir, capsys):
     assert "sft: 3 episodes" in printed and "loss" in printed
     with pytest.raises(SystemExit):
         main(["sft", "--model", smollm2_dir, "--out", str(out)])  # no data: a usage error
+
+
+def test_a_run_warm_starts_on_expert_episodes_and_reports_three_stages(tokenizer, tmp_path):
+    from agentfly_train.backends.local import LocalTrainer
+    from agentfly_train.config import Config
+    from agentfly_train.metrics import read_metrics
+
+    env_id, options = MATH
+    config = Config.from_dict(
+        {
+            "out_dir": str(tmp_path),
+            "env": {"id": env_id, "options": {**options, "describe_tools": False, "system_prompt": "Calculate."}},
+            "rollout": {
+                "generator": "transformers",
+                "prompts_per_step": 2,
+                "samples_per_prompt": 2,
+                "max_turns": 2,
+                "max_new_tokens": 8,
+            },
+            "train": {"steps": 1},
+            "sft": {"expert_episodes": 4, "epochs": 2, "batch_size": 4},
+            "eval": {"episodes": 3, "stages": True},
+            "log": {"tensorboard": False, "plot": False, "progress": False},
+        }
+    )
+    summary = LocalTrainer(config, model=tiny_model(tokenizer), tokenizer=tokenizer).fit()
+    assert list(summary["stages"]) == ["base", "warm start", "rl"]
+    for row in summary["stages"].values():
+        assert 0.0 <= row["success_rate"] <= 1.0 and row["turns_per_episode"] >= 1
+    [warm] = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "sft_loss_first" in r]
+    assert warm["step"] == 0 and warm["sft_episodes"] == 4 and warm["sft_loss_last"] < warm["sft_loss_first"]
+    assert (tmp_path / "stages" / "warm-start" / "eval" / "summary.json").is_file()
