@@ -78,7 +78,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument(
             "command", nargs="?", choices=COMMANDS, help="train (default), eval, export, collect or sft"
         )
-    parser.add_argument("--config", help="a TOML file, or a preset name (quickstart)")
+    parser.add_argument("--config", help="a TOML file, or a preset name (calculator, quickstart, openrlhf)")
     parser.add_argument("--env", help="env id, e.g. AgentFly/Math-v0")
     parser.add_argument(
         "--env-option", action="append", default=[], metavar="KEY=VALUE", help="an env option (repeatable)"
@@ -220,7 +220,9 @@ def _collect(config: Config, args: argparse.Namespace) -> int:
     from agentfly_train.sft import collect_expert, write_jsonl
 
     options = {**config.env.options, **(config.env.eval_options if args.split == "eval" else {})}
-    count = write_jsonl(collect_expert(config.env.id, options, args.episodes, first_seed=config.seed), args.output)
+    count = write_jsonl(
+        collect_expert(config.env.id, args.episodes, options=options, first_seed=config.seed), args.output
+    )
     print(f"wrote {count} expert episodes of {config.env.id} to {args.output}")
     return 0
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -328,7 +328,7 @@ def train_sft(
                 if max_grad_norm:
                     torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
                 optimizer.step()
-                losses.append(float(loss))
+                losses.append(loss.item())
     finally:
         policy.train(was_training)
     return SFTResult(
@@ -339,9 +339,10 @@ def train_sft(
     )
 
 
-def warm_start(config: Any, policy: Any, tokenizer: Any) -> SFTResult:
+def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], Any] | None = None) -> SFTResult:
     """The ``[sft]`` stage of ``config`` on ``policy``: read, encode (with the rollout's chat format and
-    token budget) and train. Rows too long for ``rollout.max_episode_tokens`` count as bad rows."""
+    token budget) and train. Rows too long for ``rollout.max_episode_tokens`` count as bad rows. Expert
+    episodes come from ``env_fn``'s envs when given (the trainer's own), else from ``config.env``."""
     from agentfly_train.chat import ChatFormat
 
     sft = config.sft
@@ -352,7 +353,7 @@ def warm_start(config: Any, policy: Any, tokenizer: Any) -> SFTResult:
         else []
     )
     if sft.expert_episodes:
-        experts = collect_expert(config.env.id, config.env.options, sft.expert_episodes)
+        experts = collect_expert(env_fn or config.env.id, sft.expert_episodes, options=config.env.options)
         demos += parse_rows((msgspec.to_builtins(t) for t in experts), source=f"{config.env.id} expert")
     episodes = []
     for demo in demos:
@@ -375,9 +376,12 @@ def warm_start(config: Any, policy: Any, tokenizer: Any) -> SFTResult:
     )
 
 
-def collect_expert(env_id: str, options: dict[str, Any], episodes: int, *, first_seed: int = 0) -> Iterator[Trajectory]:
-    """Trajectories of ``env_id``'s scripted expert on tasks ``first_seed, first_seed + 1, ...``, recorded
-    by the env as every episode driver records them.
+def collect_expert(
+    env: str | Callable[[], Any], episodes: int, *, options: dict[str, Any] | None = None, first_seed: int = 0
+) -> Iterator[Trajectory]:
+    """Trajectories of an env's scripted expert on tasks ``first_seed, first_seed + 1, ...``, recorded
+    by the env as every episode driver records them. ``env`` is a registered id (made with ``options``)
+    or a function that builds the env.
 
     Raises:
         ValueError: the env has no scripted expert.
@@ -388,10 +392,10 @@ def collect_expert(env_id: str, options: dict[str, Any], episodes: int, *, first
     from agentfly_env.policies import expert_action, has_expert
     from agentfly_train.rollout import EpisodeStats
 
-    env = gym.make(env_id, **options)
+    env = gym.make(env, **(options or {})) if isinstance(env, str) else env()
     try:
         if not has_expert(env):
-            raise ValueError(f"{env_id} has no scripted expert to collect demonstrations from")
+            raise ValueError(f"{env.unwrapped.env_id} has no scripted expert to collect demonstrations from")
         for seed in range(first_seed, first_seed + episodes):
             played = EpisodeStats()
             _, info = env.reset(seed=seed)

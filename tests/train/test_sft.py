@@ -68,7 +68,7 @@ class Replay:
 
 def test_an_expert_demonstration_encodes_to_the_tokens_a_rollout_builds(tokenizer):
     chat = ChatFormat(tokenizer)
-    [trajectory] = collect_expert(*MATH, 1, first_seed=4)
+    [trajectory] = collect_expert(MATH[0], 1, options=MATH[1], first_seed=4)
     [demo] = parse_rows([msgspec_builtins(trajectory)], source="expert")
     assert len(demo.turns) >= 2 and demo.turns[-1].observation is None  # a tool call, then the answer
     encoded = encode(chat, demo)
@@ -131,7 +131,7 @@ def test_a_bad_row_is_named_by_line_and_skipped_or_refused(tmp_path, row, messag
 
 def test_rejection_sampling_keeps_episodes_with_enough_reward(tmp_path):
     path = tmp_path / "run.jsonl"
-    write_jsonl(collect_expert(*MATH, 2), path)
+    write_jsonl(collect_expert(MATH[0], 2, options=MATH[1]), path)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     lines[1]["steps"][-1]["reward"] = 0.0  # a failed episode of an earlier run
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
