@@ -284,17 +284,20 @@ class LocalTrainer:
         """Old log-probs, reference log-probs and old values, micro-batch by micro-batch."""
         config = self.config
         temperature = config.rollout.temperature
-        scores: dict[str, list[torch.Tensor]] = {"old": [], "ref": [], "values": []}
-        for rows in self._chunks(torch.arange(len(batch.rewards)), config.train.micro_batch_size):
+        models = {
+            "old": self.policy if self.recompute_logprobs else None,
+            "ref": self.reference,
+            "values": self.critic,
+        }
+        out = {name: torch.zeros_like(batch.action_mask) for name, model in models.items() if model is not None}
+        for rows in self._micro_batches(batch, torch.arange(len(batch.rewards))):
             ids, attention, mask = self._slice(batch, rows)
-            width = ids.size(1) - 1
-            if self.recompute_logprobs:
-                scores["old"].append(_pad(sequence_logprobs(self.policy, ids, attention, mask, temperature), batch))
-            if self.reference is not None:
-                scores["ref"].append(_pad(sequence_logprobs(self.reference, ids, attention, mask, temperature), batch))
-            if self.critic is not None:
-                scores["values"].append(_pad(self.critic(ids, attention)[:, :width], batch))
-        out = {name: torch.cat(parts) for name, parts in scores.items() if parts}
+            for name in out:
+                if name == "values":
+                    scored = self.critic(ids, attention)[:, : ids.size(1) - 1]  # type: ignore[misc]
+                else:
+                    scored = sequence_logprobs(models[name], ids, attention, mask, temperature)
+                out[name][rows] = _pad(scored, batch)
         if "old" not in out:
             out["old"] = batch.rollout_logprobs
         return out
@@ -337,7 +340,7 @@ class LocalTrainer:
                 num_sequences = (mask[minibatch].sum(-1) > 0).sum().clamp(min=1)
                 aggregation = {"mode": algorithm.loss_agg, "num_tokens": num_tokens, "num_sequences": num_sequences}
                 self.policy.train(config.train.gradient_checkpointing)  # HF checkpoints only in train mode
-                for rows in self._chunks(minibatch, config.train.micro_batch_size):
+                for rows in self._micro_batches(batch, minibatch):
                     ids, attention, micro_mask = self._slice(batch, rows)
                     width = ids.size(1) - 1
                     logprobs = sequence_logprobs(self.policy, ids, attention, micro_mask, config.rollout.temperature)
@@ -411,6 +414,12 @@ class LocalTrainer:
         """The rows' ids, attention and action mask, cut to their own longest sequence."""
         width = int(batch.lengths[rows].max())
         return batch.input_ids[rows, :width], batch.attention_mask[rows, :width], batch.action_mask[rows, : width - 1]
+
+    def _micro_batches(self, batch: Batch, rows: torch.Tensor) -> list[torch.Tensor]:
+        """``rows`` in micro-batches of similar lengths, so little compute goes into padding (the loss sums the
+        micro-batches' shares of their mini-batch, so grouping does not change it)."""
+        by_length = rows[torch.argsort(batch.lengths[rows].cpu(), stable=True)]
+        return self._chunks(by_length, self.config.train.micro_batch_size)
 
     @staticmethod
     def _chunks(indices: torch.Tensor, size: int) -> list[torch.Tensor]:
@@ -498,7 +507,7 @@ class LocalTrainer:
         """The ``[sft]`` stage on the policy (then pushed to the generator's engine); returns its metrics."""
         from agentfly_train.sft import warm_start
 
-        result = warm_start(self.config, self.policy, self.tokenizer)
+        result = warm_start(self.config, self.policy, self.tokenizer, env_fn=self.env_fn)
         if hasattr(self.generator, "update_weights"):
             self.generator.update_weights(self.policy.state_dict().items())
         return {
