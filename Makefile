@@ -36,10 +36,11 @@ system-deps:
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-# The main job: a short GRPO run of the bundled SmolLM2-135M on Math-v0 (a few minutes on a laptop CPU),
-# ending with runs/quickstart/reward_curve.png.
+# The main job: the bundled SmolLM2-135M learns to use a calculator over turns (Math-v0, 3-digit
+# multiplication): a short warm start on the env's expert, then GRPO; held-out success before, after the
+# warm start and after RL, and runs/calculator/reward_curve.png. About 13 minutes on a 2-core laptop CPU (measured: 12 min 47 s).
 demo: setup
-	$(VENV)/bin/agentfly-train --config quickstart
+	$(VENV)/bin/agentfly-train --config calculator
 
 # Every registered env played by its scripted expert: tasks, tools and rewards end to end.
 play: setup
