@@ -58,6 +58,7 @@ from agentfly_train.models import (
     resolve_model_path,
 )
 from agentfly_train.rollout import Episode, Rollout
+from agentfly_train.tokens_log import TOKENS_FILE, write_token_log
 
 CHECKPOINT_PREFIX = "step-"
 
@@ -265,6 +266,7 @@ class LocalTrainer:
             for episode in episodes:
                 if episode.trajectory is not None:
                     self._trajectories.write(episode.trajectory)
+            write_token_log(self.run_dir / TOKENS_FILE, episodes, self.tokenizer)  # what was trained on: agentfly-view
 
         update_started = time.perf_counter()
         batch = Batch.from_episodes(episodes, self.pad_id, self.device)
