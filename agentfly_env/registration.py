@@ -1,6 +1,7 @@
 """Env suites register their ``AgentFly/*`` ids themselves; the core only finds them.
 
-The core holds no list of envs. A suite (this project's ``agentfly_envs``, or any third-party package)
+The core holds no list of envs: its own ids (:data:`CORE_ENVS`) are made of other envs (a mixture of
+them, or one served elsewhere). A suite (this project's ``agentfly_envs``, or any third-party package)
 declares a function in the ``agentfly.envs`` entry-point group of its distribution::
 
     [project.entry-points."agentfly.envs"]
@@ -29,10 +30,17 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["ENTRY_POINT_GROUP", "register", "register_envs", "registered_ids"]
+__all__ = ["CORE_ENVS", "ENTRY_POINT_GROUP", "MIXTURE_ID", "REMOTE_ID", "register", "register_envs", "registered_ids"]
 
 #: The entry-point group through which env suites announce themselves.
 ENTRY_POINT_GROUP = "agentfly.envs"
+#: A mixture of other envs (:mod:`agentfly_env.mixture`), whichever suites provide them.
+MIXTURE_ID = "AgentFly/Mix-v0"
+#: The core's client id: an env served over OpenEnv's protocol (:mod:`agentfly_env.remote`); it needs a
+#: ``url``, so :func:`registered_ids` (the envs to play as they are) leaves it out.
+REMOTE_ID = "AgentFly/Remote-v0"
+#: The core's own ids: envs made of other envs, whichever suites provide those.
+CORE_ENVS = {MIXTURE_ID: "agentfly_env.mixture:MixtureEnv", REMOTE_ID: "agentfly_env.remote:RemoteEnv"}
 
 
 def register(env_id: str, entry_point: str, **kwargs: Any) -> None:
@@ -55,8 +63,10 @@ def register_envs() -> None:
 
     An entry point names a function (called) or a module (importing it is the registration). A suite
     that fails to load or register is skipped with a warning, so one broken plug-in does not break
-    ``import agentfly_env``.
+    ``import agentfly_env``. The core's own ids are registered first.
     """
+    for env_id, entry_point in CORE_ENVS.items():
+        register(env_id, entry_point)
     for plugin in entry_points(group=ENTRY_POINT_GROUP):
         try:
             loaded = plugin.load()
@@ -71,5 +81,5 @@ def register_envs() -> None:
 
 
 def registered_ids() -> list[str]:
-    """Every ``AgentFly/*`` id known to Gymnasium, whichever suite registered it."""
-    return sorted(env_id for env_id in gym.registry if env_id.startswith("AgentFly/"))
+    """Every ``AgentFly/*`` id known to Gymnasium, whichever suite registered it (but ``REMOTE_ID``)."""
+    return sorted(env_id for env_id in gym.registry if env_id.startswith("AgentFly/") and env_id != REMOTE_ID)

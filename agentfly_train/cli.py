@@ -329,13 +329,15 @@ def _print_summary(console: Any, summary: dict[str, Any], wall_s: float) -> None
         for column in ("stage", "success", "reward", "tool calls / episode", "turns / episode"):
             stages.add_column(column, justify="left" if column == "stage" else "right")
         for stage, row in summary["stages"].items():
-            stages.add_row(
-                stage,
-                f"{row['success_rate']:.3f}",
-                f"{row['reward_mean']:.3f}",
-                f"{row['tool_calls_per_episode']:.2f}",
-                f"{row['turns_per_episode']:.2f}",
-            )
+            envs = sorted({key.rpartition("/")[0] for key in row if "/" in key})  # a mixed run's envs
+            for label, prefix in [(stage, ""), *((f"  {stage}: {env}", f"{env}/") for env in envs)]:
+                stages.add_row(
+                    label,
+                    f"{row[prefix + 'success_rate']:.3f}",
+                    f"{row[prefix + 'reward_mean']:.3f}",
+                    f"{row[prefix + 'tool_calls_per_episode']:.2f}",
+                    f"{row[prefix + 'turns_per_episode']:.2f}",
+                )
         console.print(stages)
 
 
@@ -359,6 +361,8 @@ def _evaluate(config: Config) -> int:
         "errors_per_episode",
         "truncated_rate",
     ):
+        table.add_row(key.replace("_", " "), f"{summary[key]:.3f}")
+    for key in sorted(key for key in summary if key.endswith(("/success_rate", "/reward_mean"))):  # a mixed run
         table.add_row(key.replace("_", " "), f"{summary[key]:.3f}")
     table.add_row("wall time", f"{summary['wall_s']:.1f} s")
     console.print(table)

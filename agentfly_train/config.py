@@ -33,6 +33,7 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_type_hints
 
 import msgspec
 
+from agentfly_env.registration import MIXTURE_ID
 from agentfly_train.backends import BACKENDS, backend_sections
 
 #: Algorithm name -> OpenRLHF advantage estimator (the same names OpenRLHF's ``--algo.advantage.estimator`` takes).
@@ -49,6 +50,8 @@ GROUP_ESTIMATORS = ("group_norm", "rloo", "reinforce_baseline")
 BUNDLED_MODEL_NAMES = ("smollm2-135m", "bundled")
 #: Presets shipped in ``agentfly_train/data``: ``--config quickstart`` finds ``quickstart.toml``.
 PRESET_DIR = Path(__file__).parent / "data"
+#: The env a run trains on when the config names none.
+DEFAULT_ENV_ID = "AgentFly/Math-v0"
 
 
 class ConfigError(ValueError):
@@ -100,18 +103,46 @@ class ModelConfig(Section):
     """torch CPU threads; 0 keeps torch's default."""
 
 
-class EnvConfig(Section):
-    """The env to train on."""
+class EnvComponent(Section):
+    """One env of a mixed run (``[[env.mix]]``)."""
 
-    id: str = "AgentFly/Math-v0"
+    id: str
     """A registered ``AgentFly/*`` id."""
+    weight: Positive = 1.0
+    """Its share of the tasks (relative to the other components')."""
+    name: str = ""
+    """What its trajectories and per-env metrics are called (default: the id); needed to tell apart two
+    components of one id."""
     options: dict[str, Any] = msgspec.field(default_factory=dict)
-    """Keyword arguments for ``gym.make`` (e.g. ``dataset``, ``difficulty``, ``tools``)."""
+    """Keyword arguments for ``gym.make``, over ``env.options`` (which every component gets)."""
+
+
+class EnvConfig(Section):
+    """The env to train on: one id, or several mixed by weight (``mix``)."""
+
+    id: str = DEFAULT_ENV_ID
+    """A registered ``AgentFly/*`` id. With ``mix`` it becomes ``AgentFly/Mix-v0``, the env that plays each episode on
+    one of the components."""
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Keyword arguments for ``gym.make`` (e.g. ``dataset``, ``difficulty``, ``tools``); with ``mix``, for every
+    component."""
+    mix: list[EnvComponent] = msgspec.field(default_factory=list)
+    """Several envs in one run: each task is drawn from one component by weight (from its seed), so batches mix
+    them; metrics and the reward curve are reported per env as well as overall."""
     eval_options: dict[str, Any] = msgspec.field(default_factory=lambda: {"split": "eval"})
     """Merged over ``options`` for evaluation (default: the eval split)."""
     pool: Literal["local", "ray"] = "local"
     """Where the local backend and ``eval`` run the envs: ``local`` (in this process) or ``ray`` (one env per Ray actor,
     spread over the cluster; the ``ray`` extra). The ``openrlhf`` backend has its own, ``openrlhf.env_pool``."""
+
+    def __post_init__(self) -> None:
+        """A mix is the mixture env with the components as its options: every driver then plays one id."""
+        if not self.mix:
+            return
+        if self.id not in (DEFAULT_ENV_ID, MIXTURE_ID):
+            raise ValueError(f"give env.id ({self.id!r}) or env.mix, not both")
+        self.id = MIXTURE_ID
+        self.options["envs"] = [msgspec.to_builtins(component) for component in self.mix]
 
 
 #: What samples the episodes (``rollout.generator``, ``--generator``).
@@ -456,10 +487,14 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if check_env:
             import agentfly_env  # light: registers the ids, imports no env package
 
-            if self.env.id not in agentfly_env.registered_ids():
-                raise ConfigError(
-                    f"unknown env id {self.env.id!r}; registered: {', '.join(agentfly_env.registered_ids())}"
-                )
+            registered = agentfly_env.registered_ids()
+            places = {"": self.env.id} | {f" in env.mix[{i}]": c.id for i, c in enumerate(self.env.mix)}
+            for place, env_id in places.items():
+                if env_id not in registered:
+                    raise ConfigError(f"unknown env id {env_id!r}{place}; registered: {', '.join(registered)}")
+            names = [component.name or component.id for component in self.env.mix]
+            if len(set(names)) < len(names):
+                raise ConfigError(f"env.mix has components of one name ({', '.join(names)}): give each a distinct name")
         # A served model (eval) or a job submitted to a cluster is loaded elsewhere: its path need not exist here.
         if check_model and not self.eval.base_url and not (section is not None and section.remote):
             problem = model_problem(self.model.path)
@@ -622,7 +657,11 @@ def _lookup(data: Any, where: str) -> Any:
 
 def _field_type(struct: type, keys: list[str]) -> Any:
     """The declared type at ``keys`` inside ``struct`` (``Annotated`` kept, with its constraints)."""
+
+    def item(kind: Any) -> Any:  # a list of sections (env.mix): its items' type
+        return item(get_args(kind)[0]) if getattr(kind, "__origin__", None) is list else kind
+
     kind: Any = struct
     for key in keys:
-        kind = get_type_hints(kind, include_extras=True)[key]
-    return kind
+        kind = get_type_hints(item(kind), include_extras=True)[key]
+    return item(kind)

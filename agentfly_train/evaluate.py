@@ -3,7 +3,8 @@
 The model is local (transformers, through the same token-faithful rollout the trainer uses) or any
 OpenAI-compatible server (``eval.base_url``: a vLLM server on a GPU box), so a baseline measured before
 training and the result after are comparable. The report has the success rate, the mean reward,
-turns, tool calls and errors per episode and truncations; trajectories go to
+turns, tool calls and errors per episode and truncations (and each env's own numbers in a mixed run,
+``env.mix``); trajectories go to
 ``{out_dir}/eval/trajectories.jsonl`` and the report to ``{out_dir}/eval/summary.json``.
 
 Example:
@@ -34,7 +35,7 @@ from agentfly_train.chat import first_messages
 from agentfly_train.config import Config
 from agentfly_train.generation import Generator
 from agentfly_train.generation.openai import OpenAIChatClient
-from agentfly_train.metrics import episode_metrics, sequence_metrics
+from agentfly_train.metrics import episode_metrics, per_env_metrics, sequence_metrics
 from agentfly_train.rollout import Episode, EpisodeStats, reset_episode, step_episode
 
 
@@ -84,6 +85,8 @@ def evaluate(
             local = _local_episodes(config, model, tokenizer, envs, seeds, generator)
             episodes, metrics = list(local), {**episode_metrics(local), **sequence_metrics(local)}
             source = config.model.path if model is None else type(model).__name__
+        if config.env.mix:
+            metrics.update(per_env_metrics(episodes))
     finally:
         run_sync(envs.close())
     out = Path(config.out_dir) / "eval"

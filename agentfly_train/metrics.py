@@ -51,6 +51,32 @@ def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, float]:
     return metrics
 
 
+#: The numbers :func:`per_env_metrics` reports for each env of a mixed batch.
+PER_ENV_METRICS = ("episodes", "reward_mean", "success_rate", "turns_per_episode", "tool_calls_per_episode")
+
+
+def per_env_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, float]:
+    """The main :func:`episode_metrics` of each env the episodes were played on, as ``<env>/<metric>``; the env is
+    the one the trajectory names (in a mixed run, the component's name).
+
+    Example:
+        >>> from agentfly_env.types import Trajectory
+        >>> played = [Episode(0, c, 0, reward=c, trajectory=Trajectory(env_id=env, observation=""))
+        ...           for c, env in enumerate(["math", "search", "search"])]
+        >>> per_env_metrics(played)["search/reward_mean"], per_env_metrics(played)["math/episodes"]
+        (1.5, 1)
+    """
+    groups: dict[str, list[EpisodeStats]] = {}
+    for episode in episodes:
+        groups.setdefault(episode.trajectory.env_id if episode.trajectory else "unknown", []).append(episode)
+    return {
+        f"{env}/{key}": value
+        for env, group in sorted(groups.items())
+        for key, value in episode_metrics(group).items()
+        if key in PER_ENV_METRICS
+    }
+
+
 def sequence_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     """Per-episode token counts of episodes played as token sequences: generated and in all."""
     count = max(len(episodes), 1)
@@ -129,7 +155,8 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def plot_reward_curve(records: Iterable[dict[str, Any]], path: str | os.PathLike[str], *, title: str = "") -> Path:
-    """Draw reward and success rate per step (and a moving average) into a PNG."""
+    """Draw reward and success rate per step (and a moving average) into a PNG; a mixed run's envs get a reward
+    line each."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display needed
@@ -149,6 +176,11 @@ def plot_reward_curve(records: Iterable[dict[str, Any]], path: str | os.PathLike
         axis.plot(steps, smooth, linewidth=2, label=f"moving average ({window})")
     if rows and "success_rate" in rows[0]:
         axis.plot(steps, [r["success_rate"] for r in rows], linestyle="--", label="success rate")
+    envs = sorted({key.rpartition("/")[0] for row in rows for key in row if key.endswith("/reward_mean")})
+    for env in envs:  # a mixed run: each env's own reward, at the steps that played it
+        played = [r for r in rows if f"{env}/reward_mean" in r]
+        rewards_here = [r[f"{env}/reward_mean"] for r in played]
+        axis.plot([r["step"] for r in played], rewards_here, linestyle=":", marker=".", label=f"{env} reward")
     axis.set_xlabel("step")
     axis.set_ylabel("reward")
     axis.set_title(title or "reward per training step")

@@ -47,6 +47,7 @@ from agentfly_train.generation.hf import TransformersGenerator
 from agentfly_train.metrics import (
     MetricsLogger,
     episode_metrics,
+    per_env_metrics,
     plot_reward_curve,
     read_metrics,
     sequence_metrics,
@@ -262,6 +263,8 @@ class LocalTrainer:
             **sequence_metrics(episodes),
             **{f"rollout_{k}": v for k, v in result.stats.as_dict().items()},
         }
+        if config.env.mix:
+            metrics.update(per_env_metrics(episodes))
         if self._trajectories is not None:
             for episode in episodes:
                 if episode.trajectory is not None:
@@ -495,7 +498,8 @@ class LocalTrainer:
 
     def evaluate_stage(self, name: str) -> dict[str, float]:
         """The policy as it is now on ``eval.episodes`` held-out tasks (greedy at ``eval.temperature``, through
-        the trainer's own generator); the report and trajectories go to ``<run dir>/stages/<name>/eval``."""
+        the trainer's own generator), overall and per env (``<env>/<metric>``) in a mixed run; the report and
+        trajectories go to ``<run dir>/stages/<name>/eval``."""
         from agentfly_train.evaluate import evaluate
 
         config = msgspec.structs.replace(self.config, out_dir=str(self.run_dir / "stages" / name))
@@ -503,7 +507,7 @@ class LocalTrainer:
             config, model=self.policy, tokenizer=self.tokenizer, env_fn=self.env_fn, generator=self.generator
         )
         keys = ("success_rate", "reward_mean", "tool_calls_per_episode", "turns_per_episode")
-        return {key: summary[key] for key in keys}
+        return {key: value for key, value in summary.items() if key.rpartition("/")[2] in keys}
 
     def warm_start(self) -> dict[str, float]:
         """The ``[sft]`` stage on the policy (then pushed to the generator's engine); returns its metrics."""

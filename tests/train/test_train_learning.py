@@ -95,7 +95,7 @@ class PeekEnv(ToolEnv):
 
     SECRETS = ("red", "blue", "green", "gold")
 
-    def __init__(self) -> None:
+    def __init__(self, **options) -> None:
         tasks = [{"id": word, "prompt": "What is the secret word?", "answer": word} for word in self.SECRETS]
         super().__init__(
             tools=[peek],
@@ -105,7 +105,7 @@ class PeekEnv(ToolEnv):
             answer_mode="tool",
             system_prompt="Peek, then finish.",
             describe_tools=False,
-            max_turns=2,
+            **{"max_turns": 2, **options},
         )
 
     def expert_action(self) -> str:
