@@ -58,10 +58,13 @@ bench: setup
 	$(VENV)/bin/agentfly-bench --compare gym-sync gym-async
 
 # The peers agentfly-bench compares against, each in its own venv (they pin other versions of what we
-# use): GEM for `agentfly-bench --suite gem`. `make test` sets them up too, so the side-by-side test runs.
+# use): GEM for `agentfly-bench --suite gem`; openenv (its client drives agentfly-serve in the tests, its
+# server is the reference of `--suite serve`). `make test` sets them up too, so the side-by-side tests run.
 peers:
 	test -x .venv-peers/gem/bin/python || $(PYTHON) -m venv .venv-peers/gem
 	.venv-peers/gem/bin/python -m pip install --quiet gem-llm==0.1.0
+	test -x .venv-peers/openenv/bin/python || $(PYTHON) -m venv .venv-peers/openenv
+	.venv-peers/openenv/bin/python -m pip install --quiet openenv==0.10.0
 
 # The GPU stack (the `openrlhf` extra) on a GPU machine, in a venv, in the order that works: openrlhf 0.11.2
 # requires flash-attn 2.8.3, an sdist whose setup.py imports torch, so a plain `pip install -e '.[openrlhf]'`

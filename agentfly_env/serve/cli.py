@@ -1,0 +1,87 @@
+"""``agentfly-serve ENV_ID``: serve a registered env over OpenEnv's protocol.
+
+Example:
+    agentfly-serve AgentFly/Math-v0 --env-kwargs '{"difficulty": 1}' --port 8000 --max-sessions 512
+
+then ``GenericEnvClient(base_url="http://127.0.0.1:8000")`` (openenv) or
+``gym.make("AgentFly/Remote-v0", url="http://127.0.0.1:8000")`` plays it. The server listens on
+loopback unless ``--allow-remote`` is given; ``--token`` (or ``AGENTFLY_SERVE_TOKEN``) makes every
+route but ``/health`` require ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import sys
+
+import agentfly_env  # noqa: F401  (registers the ids)
+from agentfly_env.serve.server import ServeConfig, create_app, make_server
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``).
+
+    Example:
+        >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("0.0.0.0")
+        (True, True, False)
+    """
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def build_parser() -> argparse.ArgumentParser:
+    defaults = ServeConfig()
+    parser = argparse.ArgumentParser(prog="agentfly-serve", description=__doc__.partition("\n\n")[0])
+    parser.add_argument("env_id", help="a registered env id, e.g. AgentFly/Math-v0")
+    parser.add_argument("--env-kwargs", type=json.loads, default={}, help="JSON object of gym.make keyword arguments")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--allow-remote", action="store_true", help="allow a --host that is not loopback (use --token with it)"
+    )
+    parser.add_argument("--max-sessions", type=int, default=defaults.max_sessions, help="envs alive at once")
+    parser.add_argument("--max-queue", type=int, default=defaults.max_queue, help="sessions that may wait for an env")
+    parser.add_argument("--queue-timeout", type=float, default=defaults.queue_timeout_s, help="seconds a session waits")
+    parser.add_argument(
+        "--idle-timeout", type=float, default=defaults.idle_timeout_s, help="close sessions silent this long (seconds)"
+    )
+    parser.add_argument("--max-message-bytes", type=int, default=defaults.max_message_bytes)
+    parser.add_argument("--token", default=os.environ.get("AGENTFLY_SERVE_TOKEN"), help="required bearer token")
+    parser.add_argument("--log-level", default="warning")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not is_loopback(args.host) and not args.allow_remote:
+        print(
+            f"agentfly-serve: {args.host} is not a loopback address; pass --allow-remote to serve other "
+            "machines (and --token to require a bearer token)",
+            file=sys.stderr,
+        )
+        return 2
+    config = ServeConfig(
+        max_sessions=args.max_sessions,
+        max_queue=args.max_queue,
+        queue_timeout_s=args.queue_timeout,
+        idle_timeout_s=args.idle_timeout,
+        max_message_bytes=args.max_message_bytes,
+        token=args.token,
+    )
+    app = create_app(args.env_id, args.env_kwargs, config)
+    print(f"agentfly-serve: {args.env_id} on http://{args.host}:{args.port} (ws://.../ws)", file=sys.stderr, flush=True)
+    make_server(app, config, host=args.host, port=args.port, log_level=args.log_level).run()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

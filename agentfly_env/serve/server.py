@@ -1,0 +1,437 @@
+"""Any registered env over OpenEnv's protocol: a WebSocket session per episode stream, HTTP beside it.
+
+:func:`create_app` builds the ASGI app (Starlette) that ``agentfly-serve`` runs under uvicorn:
+
+* ``/ws``: one session per WebSocket, with one env of its own leased from an env pool
+  (:func:`~agentfly_env.distributed.make_env_pool`) for the whole connection and awaited through its
+  native ``areset``/``astep``, so thousands of sessions share one event loop and no thread.
+* ``POST /reset``, ``POST /step``, ``GET /state``: OpenEnv's stateless HTTP routes. Each leases an env
+  for the one request; ``/step`` plays a one-step episode (a reset with the body's ``seed`` and
+  ``options``, then the action), which is what a single-turn caller over plain HTTP needs.
+* ``GET /health``, ``GET /metadata``, ``GET /schema`` as OpenEnv answers them, and ``GET /sessions``
+  (ours): the sessions open and waiting, and the env pool's counters.
+
+Capacity is the pool's: at most ``max_sessions`` envs exist, one per open session (or HTTP request).
+A session past the cap waits for one, first come first served, for at most ``queue_timeout_s``, and
+at most ``max_queue`` wait; past that it gets a ``CAPACITY_REACHED`` error frame and the close code
+1013 (try again later). A session silent for ``idle_timeout_s`` is closed with a ``SESSION_ERROR``
+frame and code 1000. Frames that are not JSON, not a known message or not a valid one get an error
+frame and the session goes on; a frame over ``max_message_bytes`` closes it with code 1009 (the
+WebSocket code for a message too big). Whatever ends a session (a close message, a disconnect, even
+mid-step, a refusal, the server stopping), its env goes back to the pool, reset by the next lease;
+an env that raised something other than a usage error is destroyed instead of reused.
+
+With ``token`` set, every route but ``/health`` needs ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import inspect
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, TypeVar
+
+import gymnasium as gym
+import msgspec
+from gymnasium.envs.registration import load_env_creator
+
+from agentfly_env.core import AgentEnv, EnvStateError
+from agentfly_env.distributed import make_env_pool
+from agentfly_env.extras import requires_extra
+from agentfly_env.pool import PoolClosedError, PoolTimeoutError, ResourcePool
+from agentfly_env.serve.protocol import (
+    Action,
+    CloseRequest,
+    ErrorCode,
+    ProtocolError,
+    ResetRequest,
+    State,
+    StateRequest,
+    StepRequest,
+    decode_frame,
+    decode_message,
+    encode,
+    error_frame,
+    observation_frame,
+    schemas,
+    state_frame,
+)
+
+with requires_extra("serve", "starlette", "uvicorn", feature="agentfly-serve"):
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route, WebSocketRoute
+    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.websockets import WebSocket
+
+__all__ = ["ServeConfig", "SessionManager", "create_app", "make_server"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: WebSocket close codes (RFC 6455).
+CLOSE_NORMAL, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_TRY_AGAIN = 1000, 1008, 1009, 1013
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Limits of one server.
+
+    Attributes:
+        max_sessions: Envs alive at once: open sessions plus HTTP requests in flight.
+        max_queue: Sessions that may wait for an env; one more is refused at once.
+        queue_timeout_s: How long a session waits for an env before it is refused.
+        idle_timeout_s: A session that sends nothing for this long is closed (None: never).
+        max_message_bytes: Largest client frame (and HTTP body); a larger frame closes the session.
+        send_timeout_s: A client that does not take an answer within this long is dropped.
+        token: Bearer token every route but ``/health`` requires (None: none).
+    """
+
+    max_sessions: int = 256
+    max_queue: int = 1024
+    queue_timeout_s: float = 30.0
+    idle_timeout_s: float | None = 300.0
+    max_message_bytes: int = 1 << 20
+    send_timeout_s: float = 30.0
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_sessions < 1 or self.max_queue < 0 or self.max_message_bytes < 1:
+            raise ValueError(f"max_sessions and max_message_bytes must be >= 1 and max_queue >= 0: {self}")
+        for name in ("queue_timeout_s", "idle_timeout_s", "send_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+
+
+class SessionManager:
+    """The env pool behind the server, and the count of what holds or waits for its envs."""
+
+    def __init__(self, pool: ResourcePool[AgentEnv], config: ServeConfig) -> None:
+        self.pool = pool
+        self.config = config
+        self.active = 0
+        self.opened = 0
+        self.refused = 0
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[_Session]:
+        """Lease an env for one session (or HTTP request); it goes back however the block ends.
+
+        Raises:
+            ProtocolError: ``CAPACITY_REACHED`` (queue full, or no env within ``queue_timeout_s``) or
+                ``FACTORY_ERROR`` (the env could not be made).
+        """
+        if self.active >= self.config.max_sessions and self.pool.stats().waiting >= self.config.max_queue:
+            self.refused += 1
+            raise self._capacity_error("the queue is full")
+        try:
+            lease = await self.pool.acquire(timeout=self.config.queue_timeout_s)
+        except (PoolTimeoutError, PoolClosedError) as error:
+            self.refused += 1
+            raise self._capacity_error(str(error)) from None
+        except Exception as error:
+            raise ProtocolError(ErrorCode.FACTORY_ERROR, f"the env could not be made: {error!r}") from error
+        session = _Session(lease.resource)
+        self.active += 1
+        self.opened += 1
+        try:
+            yield session
+        finally:
+            self.active -= 1
+            # Shielded: a session cancelled while its env goes back (the server stopping) still returns it.
+            await asyncio.shield(lease.release(broken=session.broken))
+
+    def _capacity_error(self, why: str) -> ProtocolError:
+        cap = self.config.max_sessions
+        return ProtocolError(
+            ErrorCode.CAPACITY_REACHED,
+            f"no session free: {why} ({self.active} of {cap} sessions open, {self.pool.stats().waiting} waiting)",
+            active_sessions=self.active,
+            max_sessions=cap,
+        )
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "active_sessions": self.active,
+            "max_sessions": self.config.max_sessions,
+            "opened": self.opened,
+            "refused": self.refused,
+            "pool": msgspec.to_builtins(self.pool.stats()),
+        }
+
+
+class _Session:
+    """One env's episode stream: what the protocol's messages do to it."""
+
+    def __init__(self, env: AgentEnv) -> None:
+        self.env = env
+        self.episode_id: str | None = None
+        self.broken = False
+
+    async def reset(self, request: ResetRequest) -> dict[str, Any]:
+        observation, info = await self._call(self.env.areset(seed=request.seed, options=request.options))
+        self.episode_id = request.episode_id or uuid.uuid4().hex
+        return observation_frame(observation, None, False, False, info)
+
+    async def step(self, request: StepRequest) -> dict[str, Any]:
+        observation, reward, terminated, truncated, info = await self._call(self.env.astep(request.action.message))
+        return observation_frame(observation, reward, terminated, truncated, info)
+
+    def state(self) -> dict[str, Any]:
+        return state_frame(State(self.episode_id, self.env.turn, self.env.env_id))
+
+    async def _call(self, call: Any) -> Any:
+        """The env's answer; its errors as ``EXECUTION_ERROR``. An error that is not the caller's misuse
+        (stepping an ended episode) marks the env broken: it is destroyed, not lent again."""
+        try:
+            return await call
+        except (EnvStateError, TypeError, ValueError) as error:
+            raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(error).__name__}: {error}") from None
+        except Exception as error:
+            self.broken = True
+            logger.exception("%s failed", self.env.env_id)
+            raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"the env failed: {error!r}") from None
+
+
+async def _serve_session(websocket: WebSocket, manager: SessionManager) -> None:
+    """One WebSocket session, from the accept to the close."""
+    config = manager.config
+    await websocket.accept()
+
+    async def send(frame: dict[str, Any]) -> None:
+        async with asyncio.timeout(config.send_timeout_s):
+            await websocket.send_text(encode(frame))
+
+    close_code = CLOSE_NORMAL
+    try:
+        if "session_id" in websocket.query_params:  # OpenEnv's attach to an HTTP MCP session: none here
+            raise ProtocolError(ErrorCode.SESSION_ERROR, f"unknown session_id {websocket.query_params['session_id']!r}")
+        async with manager.session() as session:
+            while True:
+                try:
+                    async with asyncio.timeout(config.idle_timeout_s):
+                        message = await websocket.receive()
+                except TimeoutError:
+                    raise ProtocolError(
+                        ErrorCode.SESSION_ERROR, f"idle for {config.idle_timeout_s:g}s: session closed"
+                    ) from None
+                if message["type"] == "websocket.disconnect":
+                    return
+                frame = message.get("text")
+                if frame is None:
+                    frame = message.get("bytes") or b""
+                try:
+                    request = decode_message(frame)
+                    if isinstance(request, CloseRequest):
+                        break
+                    if isinstance(request, ResetRequest):
+                        answer = await session.reset(request)
+                    elif isinstance(request, StepRequest):
+                        answer = await session.step(request)
+                    else:
+                        assert isinstance(request, StateRequest)
+                        answer = session.state()
+                except ProtocolError as error:
+                    answer = error_frame(error)
+                await send(answer)
+    except ProtocolError as error:  # the session could not start, or went idle
+        close_code = CLOSE_TRY_AGAIN if error.code is ErrorCode.CAPACITY_REACHED else CLOSE_NORMAL
+        with contextlib.suppress(Exception):
+            await send(error_frame(error))
+    except TimeoutError:  # a client that does not read its answers
+        close_code = CLOSE_POLICY
+    except (OSError, RuntimeError):  # the connection went away under a send (Starlette's errors)
+        return
+    with contextlib.suppress(Exception):
+        await websocket.close(close_code)
+
+
+class _BearerToken:
+    """ASGI middleware: every route but ``/health`` needs ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and scope["path"] != "/health":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                if scope["type"] == "websocket":  # closing before the accept answers HTTP 403
+                    await send({"type": "websocket.close", "code": CLOSE_POLICY})
+                else:
+                    await JSONResponse({"detail": "missing or wrong bearer token"}, 401)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(
+    env: str | Callable[[], gym.Env],
+    env_kwargs: Mapping[str, Any] | None = None,
+    config: ServeConfig | None = None,
+) -> ASGIApp:
+    """The ASGI app serving ``env`` (a registered id, or a factory of envs) with ``config``'s limits.
+
+    The env pool starts with the app (its lifespan) and is closed, every env with it, when it stops.
+    The app's ``state.sessions`` is the :class:`SessionManager`.
+    """
+    config = config or ServeConfig()
+    pool = make_env_pool(env, env_kwargs, size=config.max_sessions, acquire_timeout_s=config.queue_timeout_s)
+    manager = SessionManager(pool, config)
+    name = env if isinstance(env, str) else pool.name.partition(":")[2]
+    description = _describe(env)
+
+    async def websocket_route(websocket: WebSocket) -> None:
+        await _serve_session(websocket, manager)
+
+    async def reset(request: Request) -> Response:
+        start = _convert(await _read_body(request, config), ResetRequest)
+        async with _http_errors(), manager.session() as session:
+            return _json((await session.reset(start))["data"])
+
+    async def step(request: Request) -> Response:
+        # OpenEnv's StepRequest: {"action": {...}, "timeout_s": ..., "request_id": ...}; extra keys are
+        # allowed, and ours are the reset's (seed, options) of the one-step episode.
+        body = await _read_body(request, config)
+        action = StepRequest(_convert(body.get("action"), Action))
+        start = _convert({key: body[key] for key in ("seed", "options") if key in body}, ResetRequest)
+        async with _http_errors(), manager.session() as session:
+            await session.reset(start)
+            return _json((await session.step(action))["data"])
+
+    async def state(request: Request) -> Response:
+        return _json(msgspec.to_builtins(State(env_id=name)))
+
+    async def health(request: Request) -> Response:
+        return _json({"status": "healthy"})
+
+    async def env_metadata(request: Request) -> Response:
+        return _json(
+            {
+                "name": name,
+                "description": description,
+                "readme_content": None,
+                "version": metadata.version("agentfly-gym"),
+                "author": None,
+                "documentation_url": None,
+            }
+        )
+
+    async def schema(request: Request) -> Response:
+        return _json(schemas())
+
+    async def sessions(request: Request) -> Response:
+        return _json(manager.stats())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await pool.start()
+        try:
+            yield
+        finally:
+            await pool.close()
+
+    app = Starlette(
+        routes=[
+            WebSocketRoute("/ws", websocket_route),
+            Route("/reset", reset, methods=["POST"]),
+            Route("/step", step, methods=["POST"]),
+            Route("/state", state),
+            Route("/health", health),
+            Route("/metadata", env_metadata),
+            Route("/schema", schema),
+            Route("/sessions", sessions),
+        ],
+        lifespan=lifespan,
+        exception_handlers={_HTTPError: _http_error_response},
+    )
+    app.state.sessions = manager
+    return _BearerToken(app, config.token) if config.token else app
+
+
+def make_server(
+    app: ASGIApp, config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning"
+) -> uvicorn.Server:
+    """A uvicorn server for ``app`` that enforces ``config``'s frame limit (``server.run()`` serves).
+
+    uvicorn reads WebSocket frames, so it is what closes a session whose frame is over
+    ``max_message_bytes`` (code 1009) before the frame is held whole in memory.
+    """
+    return uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            ws_max_size=config.max_message_bytes,
+            log_level=log_level,
+            backlog=4096,
+            timeout_graceful_shutdown=5,
+        )
+    )
+
+
+def _describe(env: str | Callable[[], gym.Env]) -> str:
+    """The first line of the env class's docstring (OpenEnv's metadata ``description``)."""
+    maker: Any = env
+    if isinstance(env, str):
+        entry_point = gym.spec(env).entry_point
+        maker = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    doc = inspect.getdoc(maker) or ""
+    return doc.partition("\n")[0] or str(env)
+
+
+async def _read_body(request: Request, config: ServeConfig) -> dict[str, Any]:
+    """The JSON object of a request's body (empty: ``{}``), read no further than the size limit."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > config.max_message_bytes:
+            raise _HTTPError(413, f"the body is over {config.max_message_bytes} bytes")
+    if not body:
+        return {}
+    try:
+        return decode_frame(bytes(body))
+    except ProtocolError as error:
+        raise _HTTPError(422, error.message) from None
+
+
+def _convert(data: Any, kind: type[T]) -> T:
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as error:
+        raise _HTTPError(422, str(error)) from None
+
+
+class _HTTPError(Exception):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+async def _http_error_response(request: Request, error: Exception) -> Response:
+    assert isinstance(error, _HTTPError)
+    return _json({"detail": error.detail}, error.status)
+
+
+@contextlib.asynccontextmanager
+async def _http_errors() -> AsyncIterator[None]:
+    """Protocol errors as HTTP answers: 503 at capacity, 422 for a bad request, 500 otherwise."""
+    try:
+        yield
+    except ProtocolError as error:
+        status = {ErrorCode.CAPACITY_REACHED: 503, ErrorCode.VALIDATION_ERROR: 422}.get(error.code, 500)
+        raise _HTTPError(status, error.message) from None
+
+
+def _json(content: Any, status: int = 200) -> Response:
+    return Response(encode(content), status, media_type="application/json")

@@ -1,0 +1,320 @@
+"""``agentfly-serve`` over OpenEnv's protocol, driven by the real ``openenv`` client and by Remote-v0.
+
+The reference for every episode is the same env played in this process with the same seed and
+actions: what comes through the wire must equal it (as JSON: tuples arrive as lists).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import urllib.error
+import urllib.request
+from typing import Any
+
+import gymnasium as gym
+import msgspec
+import pytest
+from serving import REPO_ROOT, openenv_python, serving
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+import agentfly_env  # noqa: F401  (registers the ids)
+from agentfly_env import AgentEnv, Transition
+from agentfly_env.remote import RemoteEnvError
+from agentfly_env.serve.cli import main as serve_main
+from agentfly_env.types import Step
+
+MATH = "AgentFly/Math-v0"
+MATH_KWARGS = {"difficulty": 0}
+SEED = 3
+BAD_CALL = '<tool_call>{"name": "calculator", "arguments": </tool_call>'  # a parse error, counted
+
+
+def as_json(value: Any) -> Any:
+    """``value`` as it crosses the wire: Structs as objects, tuples as lists."""
+    return msgspec.json.decode(msgspec.json.encode(value))
+
+
+def local_episode(seed: int = SEED) -> tuple[list[str], list[tuple[Any, ...]], Any]:
+    """Math-v0 in this process: a malformed call, then its expert (a calculator call, then the answer).
+
+    Returns the actions, each ``reset``/``step`` return as JSON builtins, and the trajectory.
+    """
+    env = gym.make(MATH, **MATH_KWARGS)
+    observation, info = env.reset(seed=seed)
+    returns: list[tuple[Any, ...]] = [(observation, as_json(info))]
+    actions = [BAD_CALL]
+    observation, reward, terminated, truncated, info = env.step(BAD_CALL)
+    returns.append((observation, reward, terminated, truncated, as_json(info)))
+    while not (terminated or truncated):
+        actions.append(env.unwrapped.expert_action())
+        observation, reward, terminated, truncated, info = env.step(actions[-1])
+        returns.append((observation, reward, terminated, truncated, as_json(info)))
+    trajectory = env.unwrapped.trajectory
+    env.close()
+    return actions, returns, trajectory
+
+
+def test_the_local_episode_uses_the_calculator_and_earns_its_reward():
+    actions, returns, trajectory = local_episode()
+    assert [step.tool_calls[0].name for step in trajectory.steps if step.tool_calls] == ["calculator"]
+    assert trajectory.steps[0].errors and trajectory.total_reward == 1.0 and trajectory.success
+
+
+@pytest.mark.skipif(openenv_python() is None, reason="openenv's venv is missing: make peers")
+def test_the_openenv_client_plays_the_same_episode_as_in_process():
+    actions, returns, _ = local_episode()
+    with serving(MATH, MATH_KWARGS) as served:
+        completed = subprocess.run(
+            [str(openenv_python()), "tests/serve/_openenv_client.py", served.url, str(SEED), json.dumps(actions)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO_ROOT,
+        )
+        assert completed.returncode == 0, completed.stderr
+        wire = json.loads(completed.stdout)
+        assert served.wait_until(lambda stats: stats["active_sessions"] == 0)["pool"]["in_use"] == 0
+    (first_observation, first_info), *steps = returns
+    reset = wire["results"][0]
+    assert reset["observation"]["text"] == first_observation and reset["observation"]["info"] == first_info
+    assert reset["reward"] is None and reset["done"] is False
+    for result, (observation, reward, terminated, truncated, info) in zip(wire["results"][1:], steps, strict=True):
+        assert result["observation"]["text"] == observation
+        assert result["reward"] == reward and result["done"] == (terminated or truncated)
+        assert result["observation"]["terminated"] == terminated and result["observation"]["truncated"] == truncated
+        assert result["observation"]["info"] == info  # tool calls, results, errors, reward components, the Step
+    assert wire["state"]["step_count"] == len(actions) and wire["state"]["env_id"] == MATH
+
+
+def test_remote_v0_plays_the_same_episode_as_in_process():
+    actions, returns, trajectory = local_episode()
+    with serving(MATH, MATH_KWARGS) as served:
+        env = gym.make("AgentFly/Remote-v0", url=served.url)
+        observation, info = env.reset(seed=SEED)
+        remote_returns: list[tuple[Any, ...]] = [(observation, as_json(info))]
+        for action in actions:
+            observation, reward, terminated, truncated, info = env.step(action)
+            remote_returns.append((observation, reward, terminated, truncated, as_json(info)))
+        remote_trajectory = env.unwrapped.trajectory
+        assert served.sessions()["active_sessions"] == 1  # one session, kept across episodes
+        env.close()
+        assert served.wait_until(lambda stats: stats["active_sessions"] == 0)["pool"]["in_use"] == 0
+    assert remote_returns == returns
+    assert isinstance(info["step"], Step)  # typed, as a local env's
+    local, remote = (as_json(t) for t in (trajectory, remote_trajectory))
+    local.pop("latency_s"), remote.pop("latency_s")
+    assert remote == local and remote["env_id"] == MATH
+
+
+def test_remote_v0_truncates_the_episode_when_the_server_goes_away():
+    with serving(MATH, MATH_KWARGS) as served:
+        env = gym.make("AgentFly/Remote-v0", url=served.url)
+        env.reset(seed=SEED)
+    observation, reward, terminated, truncated, info = env.step("<answer>2</answer>")
+    assert truncated and not terminated and info["truncation_reason"] == "remote_disconnected"
+    assert "connection" in observation
+    env.close()
+
+
+# ---------------------------------------------------------------------------------------- limits and faults
+
+
+class SlowEcho(AgentEnv):
+    """Echoes each action after ``delay`` seconds (a slow tool)."""
+
+    def __init__(self, delay: float = 0.3, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    async def _reset(self, seed, options):
+        return "Say something.", {}
+
+    async def _step(self, action):
+        await asyncio.sleep(self.delay)
+        return Transition(f"You said: {action}", reward=1.0, terminated=action == "bye")
+
+
+async def request(ws: Any, message: dict[str, Any] | str | bytes) -> dict[str, Any]:
+    await ws.send(message if isinstance(message, str | bytes) else json.dumps(message))
+    return json.loads(await asyncio.wait_for(ws.recv(), 30))
+
+
+def ws_url(served: Any, query: str = "") -> str:
+    return served.url.replace("http://", "ws://") + "/ws" + query
+
+
+async def test_sessions_past_the_cap_queue_then_get_a_clear_refusal():
+    with serving(SlowEcho, max_sessions=1, max_queue=1, queue_timeout_s=60) as served:
+        async with connect(ws_url(served)) as first:
+            assert (await request(first, {"type": "reset"}))["type"] == "observation"
+            second = await connect(ws_url(served))
+            await second.send(json.dumps({"type": "reset"}))  # waits for the one env
+            await asyncio.to_thread(served.wait_until, lambda stats: stats["pool"]["waiting"] == 1)
+            async with connect(ws_url(served)) as third:  # the queue is full: refused at once
+                refusal = json.loads(await asyncio.wait_for(third.recv(), 30))
+                with pytest.raises(ConnectionClosed) as closed:
+                    await asyncio.wait_for(third.recv(), 30)
+            assert refusal["type"] == "error" and refusal["data"]["code"] == "CAPACITY_REACHED"
+            assert refusal["data"]["max_sessions"] == 1 and closed.value.rcvd.code == 1013
+        # the first session closed: its env goes to the one waiting
+        assert json.loads(await asyncio.wait_for(second.recv(), 30))["type"] == "observation"
+        await second.close()
+        stats = await asyncio.to_thread(served.wait_until, lambda stats: stats["active_sessions"] == 0)
+        assert stats["refused"] == 1 and stats["pool"]["in_use"] == 0 and stats["pool"]["created"] == 1
+
+
+async def test_a_session_that_waits_too_long_is_refused():
+    with serving(SlowEcho, max_sessions=1, queue_timeout_s=0.2) as served:
+        async with connect(ws_url(served)) as first, connect(ws_url(served)) as second:
+            await request(first, {"type": "reset"})
+            refusal = json.loads(await asyncio.wait_for(second.recv(), 30))
+            assert refusal["data"]["code"] == "CAPACITY_REACHED"
+
+
+async def test_idle_sessions_are_closed_and_their_env_returned():
+    with serving(SlowEcho, idle_timeout_s=0.2) as served:
+        async with connect(ws_url(served)) as ws:
+            await request(ws, {"type": "reset"})
+            notice = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 30)
+        assert notice["data"]["code"] == "SESSION_ERROR" and "idle" in notice["data"]["message"]
+        stats = await asyncio.to_thread(served.wait_until, lambda stats: stats["active_sessions"] == 0)
+        assert stats["pool"]["in_use"] == 0
+
+
+async def test_bad_frames_get_protocol_errors_and_the_session_goes_on():
+    with serving(SlowEcho, max_message_bytes=4096) as served:
+        async with connect(ws_url(served)) as ws:
+            codes = [
+                (await request(ws, frame))["data"]["code"]
+                for frame in (
+                    "not json",
+                    b"\xff\xfe",
+                    "[1, 2]",
+                    {"type": "dance"},
+                    {"data": {}},
+                    {"type": "step", "data": {"msg": "hi"}},
+                    {"type": "step", "data": {"message": 3}},
+                    {"type": "reset", "data": {"seed": -1}},
+                    {"type": "state", "extra": 1},
+                    {"type": "step", "data": {"message": "before any reset"}},
+                )
+            ]
+            assert codes == [
+                "INVALID_JSON",
+                "INVALID_JSON",
+                "VALIDATION_ERROR",
+                "UNKNOWN_TYPE",
+                "UNKNOWN_TYPE",
+                "VALIDATION_ERROR",
+                "VALIDATION_ERROR",
+                "VALIDATION_ERROR",
+                "VALIDATION_ERROR",
+                "EXECUTION_ERROR",
+            ]
+            assert (await request(ws, {"type": "reset"}))["data"]["observation"]["text"] == "Say something."
+            step = await request(ws, {"type": "step", "data": {"message": "bye"}})
+            assert step["data"]["reward"] == 1.0 and step["data"]["done"] is True
+            state = await request(ws, {"type": "state"})
+            assert state["data"]["step_count"] == 1
+            # a frame over the limit closes the session with 1009 (message too big)
+            await ws.send(json.dumps({"type": "step", "data": {"message": "x" * 10_000}}))
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 30)
+            assert closed.value.rcvd.code == 1009
+        async with connect(ws_url(served, "?session_id=nope")) as ws:
+            unknown = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            assert unknown["data"]["code"] == "SESSION_ERROR" and "nope" in unknown["data"]["message"]
+        stats = await asyncio.to_thread(served.wait_until, lambda stats: stats["active_sessions"] == 0)
+        assert stats["pool"]["in_use"] == 0 and stats["pool"]["failures"] == 0
+
+
+async def test_a_client_that_disconnects_mid_step_gives_its_env_back():
+    with serving(SlowEcho, max_sessions=1) as served:
+        ws = await connect(ws_url(served))
+        await request(ws, {"type": "reset"})
+        await ws.send(json.dumps({"type": "step", "data": {"message": "hello"}}))
+        ws.transport.abort()  # gone mid-step, without a close handshake
+        await ws.wait_closed()
+        stats = await asyncio.to_thread(served.wait_until, lambda stats: stats["active_sessions"] == 0)
+        assert stats["pool"]["in_use"] == 0
+        async with connect(ws_url(served)) as again:  # the one env serves the next session
+            assert (await request(again, {"type": "reset"}))["type"] == "observation"
+        stats = await asyncio.to_thread(served.wait_until, lambda stats: stats["active_sessions"] == 0)
+        assert stats["pool"]["created"] == 1 and stats["opened"] == 2
+
+
+async def test_a_bearer_token_guards_every_route_but_health():
+    with serving(SlowEcho, token="sesame") as served:
+        with pytest.raises(InvalidStatus) as refused:
+            await connect(ws_url(served))
+        assert refused.value.response.status_code == 403
+        with pytest.raises(urllib.error.HTTPError) as unauthorized:
+            urllib.request.urlopen(served.url + "/sessions", timeout=10)
+        assert unauthorized.value.code == 401
+        with urllib.request.urlopen(served.url + "/health", timeout=10) as reply:
+            assert json.loads(reply.read()) == {"status": "healthy"}
+
+
+def test_remote_v0_sends_its_token():
+    with serving(SlowEcho, token="sesame") as served:
+        env = gym.make("AgentFly/Remote-v0", url=served.url, token="sesame")
+        assert env.reset()[0] == "Say something."
+        env.close()
+        wrong = gym.make("AgentFly/Remote-v0", url=served.url, token="open")
+        with pytest.raises(ConnectionError, match="403"):
+            wrong.reset()
+        wrong.close()
+
+
+def test_remote_v0_raises_the_servers_refusal():
+    with serving(SlowEcho, max_sessions=1, queue_timeout_s=0.2) as served:
+        first = gym.make("AgentFly/Remote-v0", url=served.url)
+        first.reset()
+        second = gym.make("AgentFly/Remote-v0", url=served.url)
+        with pytest.raises(RemoteEnvError) as refused:
+            second.reset()
+        assert refused.value.code == "CAPACITY_REACHED"
+        first.close()
+        assert second.reset()[0] == "Say something."  # a new session, once the env is free
+        second.close()
+
+
+# ---------------------------------------------------------------------------------------- HTTP
+
+
+def post(url: str, body: Any) -> tuple[int, Any]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, method="POST"), timeout=30) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_the_http_routes_answer_as_openenv_does():
+    _, returns, _ = local_episode()
+    with serving(MATH, MATH_KWARGS) as served:
+        status, reset = post(served.url + "/reset", {"seed": SEED})
+        assert status == 200 and reset["observation"]["text"] == returns[0][0] and reset["done"] is False
+        answer = returns[-1][4]["step"]["action"]
+        status, step = post(served.url + "/step", {"action": {"message": answer}, "seed": SEED, "request_id": "r1"})
+        assert status == 200 and step["reward"] == 1.0 and step["done"] is True
+        assert post(served.url + "/step", {"action": {"text": answer}})[0] == 422
+        assert post(served.url + "/reset", b"{oops")[0] == 422
+        assert post(served.url + "/reset", {"seed": "zero"})[0] == 422
+        assert served.get("/health") == {"status": "healthy"}
+        assert served.get("/metadata")["name"] == MATH
+        schema = served.get("/schema")
+        assert set(schema) == {"action", "observation", "state"} and "message" in json.dumps(schema["action"])
+        assert served.get("/state") == {"episode_id": None, "step_count": 0, "env_id": MATH}
+        assert served.sessions()["pool"]["in_use"] == 0
+
+
+def test_the_cli_serves_loopback_unless_told_otherwise(capsys):
+    assert serve_main([MATH, "--host", "0.0.0.0"]) == 2
+    assert "--allow-remote" in capsys.readouterr().err

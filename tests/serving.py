@@ -1,0 +1,77 @@
+"""``agentfly-serve`` in a thread of the test process, and where openenv's own venv is.
+
+:func:`serving` runs a server on a free loopback port, so a test can read its session counters
+(``GET /sessions``) while its clients play. The real ``openenv`` client runs in its own venv (``make
+peers``: ``.venv-peers/openenv``), driven as a child process. Used by tests/serve.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from agentfly_env.serve.server import ServeConfig, create_app, make_server
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def openenv_python() -> Path | None:
+    """The Python of openenv's venv: ``AGENTFLY_OPENENV_PYTHON``, else ``.venv-peers/openenv``."""
+    configured = os.environ.get("AGENTFLY_OPENENV_PYTHON")
+    path = Path(configured) if configured else REPO_ROOT / ".venv-peers/openenv/bin/python"
+    return path if path.is_file() else None
+
+
+class Served:
+    """A running server: its base URL and its counters."""
+
+    def __init__(self, url: str, token: str | None) -> None:
+        self.url = url
+        self.token = token
+
+    def get(self, path: str) -> Any:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers), timeout=10) as reply:
+            return json.loads(reply.read())
+
+    def sessions(self) -> dict[str, Any]:
+        return self.get("/sessions")
+
+    def wait_until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 20.0) -> dict[str, Any]:
+        """The session counters once ``predicate`` holds of them (fails the test if it never does)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = self.sessions()
+            if predicate(stats) or time.monotonic() > deadline:
+                return stats
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def serving(
+    env: str | Callable[[], gym.Env], env_kwargs: dict[str, Any] | None = None, **config: Any
+) -> Iterator[Served]:
+    """``agentfly-serve`` in a thread on a free loopback port, stopped (its pool closed) afterwards."""
+    settings = ServeConfig(**config)
+    server = make_server(create_app(env, env_kwargs, settings), settings, port=0)
+    thread = threading.Thread(target=server.run, name="agentfly-serve", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield Served(f"http://127.0.0.1:{port}", settings.token)
+    finally:
+        server.should_exit = True
+        thread.join(30)
