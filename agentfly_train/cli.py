@@ -324,6 +324,8 @@ def _print_summary(console: Any, summary: dict[str, Any], wall_s: float) -> None
         if key in summary:
             table.add_row(label, summary[key])
     console.print(table)
+    if "metrics" in summary:  # the web page over the run: curves, episodes, tokens
+        console.print(f"view it: agentfly-view {Path(summary['metrics']).parent}", markup=False, soft_wrap=True)
     if "stages" in summary:
         stages = Table(title="held-out tasks (eval split), greedy")
         for column in ("stage", "success", "reward", "tool calls / episode", "turns / episode"):

@@ -1,0 +1,194 @@
+"""The viewer's web app: a JSON API over :class:`~agentfly_view.runs.RunDir` objects and one static page.
+
+Starlette (with uvicorn, both already in the trainer's stack through vLLM) serves it; the page's
+script and uPlot, the charting library, are package files, so nothing comes from a CDN. Handlers are
+plain functions, which Starlette runs in worker threads: indexing a large file never blocks the server.
+
+API (all ``GET``, JSON; runs by number, episode sources by their folder inside the run):
+
+- ``/api/runs``: every run, re-read: config, metrics and sources with line, corrupt-line and
+  partial-line counts (the page polls it for live refresh).
+- ``/api/curves?runs=0,1``: per run, every metric of ``metrics.jsonl`` and per-env episode curves.
+- ``/api/episodes?run=0&source=.&success=0&env=...&outcome=...&step=3&min_reward=...&q=text&offset=0&limit=50``:
+  one page of the filtered episode list and the filters' choices.
+- ``/api/episode?run=0&source=.&index=17``: one episode whole, with its tokens when the run kept them.
+
+Example:
+    >>> from starlette.testclient import TestClient
+    >>> from agentfly_view.synthetic import write_synthetic_run
+    >>> import tempfile
+    >>> client = TestClient(create_app([RunDir(write_synthetic_run(tempfile.mkdtemp(), episodes=8, per_step=4))]))
+    >>> client.get("/api/episodes", params={"run": 0, "success": 0}).json()["total"] <= 8
+    True
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from agentfly_view.runs import EpisodeFilter, EpisodeSource, RunDir
+
+#: The page, its script and the vendored charting library.
+STATIC = Path(str(resources.files("agentfly_view") / "data"))
+MAX_PAGE = 500
+
+
+class ApiError(Exception):
+    """A request the API answers with an error status and a message (never a traceback)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(msgspec.json.encode(value), status_code=status, media_type="application/json")
+
+
+def _handler(function: Callable[[Request], Any]) -> Callable[[Request], Response]:
+    """A sync endpoint returning JSON; :class:`ApiError` becomes its status and ``{"error": ...}``."""
+
+    def endpoint(request: Request) -> Response:
+        try:
+            return _json(function(request))
+        except ApiError as error:
+            return _json({"error": str(error)}, error.status)
+
+    return endpoint
+
+
+def _number(request: Request, name: str, kind: type = int, default: Any = None) -> Any:
+    raw = request.query_params.get(name, "")
+    if raw == "":
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ApiError(400, f"{name}={raw!r} is not a number") from None
+
+
+def create_app(runs: Sequence[RunDir]) -> Starlette:
+    """The viewer over ``runs`` (their order gives their numbers in the API)."""
+
+    def run_at(request: Request, name: str = "run") -> RunDir:
+        number = _number(request, name, default=0)
+        if not 0 <= number < len(runs):
+            raise ApiError(404, f"no run {number}: the viewer has {len(runs)}")
+        return runs[number]
+
+    def source_of(request: Request) -> EpisodeSource:
+        run = run_at(request)
+        name = request.query_params.get("source", ".")
+        sources = run.sources()
+        if name not in sources:  # only folders found inside the run: never a path the client made up
+            raise ApiError(404, f"{run.name} has no episodes at {name!r}")
+        return sources[name]
+
+    def list_runs(request: Request) -> list[dict[str, Any]]:
+        return [{"id": number, **run.describe()} for number, run in enumerate(runs)]
+
+    def curves(request: Request) -> list[dict[str, Any]]:
+        wanted = [part for part in request.query_params.get("runs", "0").split(",") if part]
+        out = []
+        for part in wanted:
+            if not part.isdigit() or int(part) >= len(runs):
+                raise ApiError(404, f"no run {part}")
+            run = runs[int(part)]
+            run.metrics.refresh()
+            sources = run.sources()
+            root = sources.get(".") or next(iter(sources.values()), None)
+            out.append(
+                {
+                    "id": int(part),
+                    "name": run.name,
+                    "metrics": run.metrics.series(),
+                    "episodes": root.episodes.curves() if root is not None else {"x_label": "step", "envs": {}},
+                }
+            )
+        return out
+
+    def episodes(request: Request) -> dict[str, Any]:
+        source = source_of(request)
+        success = request.query_params.get("success", "")
+        where = EpisodeFilter(
+            env=request.query_params.get("env") or None,
+            success=None if success == "" else success in ("1", "true"),
+            min_reward=_number(request, "min_reward", float),
+            max_reward=_number(request, "max_reward", float),
+            outcome=request.query_params.get("outcome") or None,
+            step=_number(request, "step"),
+            text=request.query_params.get("q") or None,
+        )
+        offset = max(0, _number(request, "offset", default=0))
+        limit = min(MAX_PAGE, max(1, _number(request, "limit", default=50)))
+        selected = source.episodes.select(where)
+        return {
+            "total": int(len(selected)),
+            "offset": offset,
+            "rows": [source.episodes.row(number) for number in selected[offset : offset + limit].tolist()],
+            "facets": source.episodes.facets(),
+            "status": source.status(),
+        }
+
+    def episode(request: Request) -> dict[str, Any]:
+        source = source_of(request)
+        number = _number(request, "index")
+        if number is None or not 0 <= number < len(source.episodes):
+            raise ApiError(404, f"no episode {number}: {len(source.episodes)} in this source")
+        try:
+            return source.episode(number)
+        except msgspec.DecodeError as error:  # indexed as a valid line, changed on disk since
+            raise ApiError(409, f"episode {number} no longer decodes ({error}); reload the page") from None
+
+    def page(request: Request) -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    return Starlette(
+        routes=[
+            Route("/", page),
+            Route("/api/runs", _handler(list_runs)),
+            Route("/api/curves", _handler(curves)),
+            Route("/api/episodes", _handler(episodes)),
+            Route("/api/episode", _handler(episode)),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ]
+    )
+
+
+@contextmanager
+def serve_in_thread(app: Starlette, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve ``app`` on a free port in a background thread for the block; yields its base URL.
+
+    For tests, benchmarks and notebooks; ``agentfly-view`` itself runs uvicorn in the foreground.
+    """
+    import uvicorn
+
+    listener = socket.socket()
+    listener.bind((host, 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the viewer's server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{listener.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        listener.close()

@@ -1,0 +1,558 @@
+"""Run directories as the viewer reads them: indexed once, re-read only where they grew.
+
+A run directory holds JSONL files that may still be growing (a run in progress) or end in a partial
+line (a run killed mid-write): ``metrics.jsonl`` (one record per training step), one or more
+``trajectories.jsonl`` (the training run's own, and ``eval/``, ``stages/<name>/eval/`` of its
+evaluations; ``agentfly-play`` writes one too) and, beside each, the trainer's ``tokens.jsonl`` (see
+:mod:`agentfly_train.tokens_log`).
+
+Each file is indexed by the byte offsets of its complete lines, once; :meth:`JsonlFile.refresh` reads
+only the bytes appended since, so a 100k-episode run opens in about a second and a live run costs a
+``stat`` per poll. An episode list needs a few numbers per episode (reward, success, turns, ...): they
+are decoded with a partial msgspec type that skips the texts, and an episode is decoded whole only
+when it is opened. Lines that do not decode are skipped and counted; a last line without its newline
+is left for the next refresh (a writer may be halfway through it) and reported as such.
+
+Only files found inside a run directory (symlinks resolved) are ever read: the API names runs by
+number and files by their place in the run, never by a path the client chose.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "trajectories.jsonl").write_text(
+    ...     '{"env_id": "AgentFly/Math-v0", "observation": "2+2?", "episode_id": "0-0-0",'
+    ...     ' "steps": [{"action": "4", "observation": "", "reward": 1.0, "terminated": true,'
+    ...     ' "truncated": false, "success": true}]}\\n{"env_id": "AgentFly/Ma'
+    ... )
+    >>> run = RunDir(folder)
+    >>> episodes = run.sources()["."].episodes
+    >>> len(episodes), episodes.corrupt, episodes.partial_tail, episodes.row(0)["reward"]
+    (1, 0, True, 1.0)
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from agentfly_env.types import Trajectory
+from agentfly_train.tokens_log import TOKENS_FILE, TokenRecord, mask_from_runs
+
+TRAJECTORIES_FILE = "trajectories.jsonl"
+METRICS_FILE = "metrics.jsonl"
+#: How deep under a run directory trajectory files are looked for (``stages/<name>/eval/`` is 3 deep).
+SEARCH_DEPTH = 4
+#: Folders of a run that hold no records (model weights), not walked.
+SKIPPED_FOLDERS = {"checkpoints", "final", "tensorboard", "wandb"}
+
+
+class JsonlFile:
+    """A JSONL file read incrementally: offsets of its good lines, a count of the bad ones.
+
+    Subclasses say what a line decodes to (``brief``, a msgspec type) and keep what they need of it
+    (:meth:`_add`). Thread-safe: the web server refreshes from its worker threads.
+
+    Args:
+        path: The file (it may not exist yet).
+    """
+
+    brief: Any = dict
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._decoder = msgspec.json.Decoder(self.brief)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.corrupt = 0
+        self.consumed = 0  # bytes read, up to and including the last newline
+        self.size = 0
+        self._identity: tuple[int, int] | None = None
+
+    @property
+    def partial_tail(self) -> bool:
+        """The file ends in a line without its newline (being written now, or cut by a crash)."""
+        return self.size > self.consumed
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def refresh(self) -> bool:
+        """Index the lines appended since the last call; True when anything changed.
+
+        A file that shrank or was replaced (a fresh run in the same folder) is indexed from the start.
+        """
+        with self._lock:
+            try:
+                stat = self.path.stat()
+            except FileNotFoundError:
+                changed = self.size > 0 or len(self) > 0
+                self._reset()
+                return changed
+            identity = (stat.st_dev, stat.st_ino)
+            if identity != self._identity or stat.st_size < self.consumed:
+                self._reset()
+                self._identity = identity
+            if stat.st_size == self.size:
+                return False
+            self.size = stat.st_size
+            with open(self.path, "rb") as handle:
+                handle.seek(self.consumed)
+                data = handle.read(self.size - self.consumed)
+            end = data.rfind(b"\n") + 1
+            if end:
+                self._index(data[:end], self.consumed)
+                self.consumed += end
+            return True
+
+    def _index(self, data: bytes, base: int) -> None:
+        decode = self._decoder.decode
+        good = []
+        position = base
+        for line in data.split(b"\n")[:-1]:
+            try:
+                good.append(decode(line))
+            except (msgspec.DecodeError, UnicodeDecodeError):  # not JSON, not a record, or not UTF-8
+                self.corrupt += bool(line.strip())  # an empty line is no damage
+            else:
+                self.starts.append(position)
+                self.ends.append(position + len(line))
+            position += len(line) + 1
+        self._add(good)
+
+    def _add(self, briefs: list[Any]) -> None:
+        """Keep what is needed of good lines, in order (their offsets are already kept)."""
+
+    def line(self, number: int) -> bytes:
+        """The raw bytes of good line ``number``."""
+        with self._lock, open(self.path, "rb") as handle:
+            handle.seek(self.starts[number])
+            return handle.read(self.ends[number] - self.starts[number])
+
+    def status(self) -> dict[str, Any]:
+        return {"lines": len(self), "corrupt": self.corrupt, "partial_tail": self.partial_tail, "bytes": self.size}
+
+
+class MetricsFile(JsonlFile):
+    """``metrics.jsonl``: one record per training step."""
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.records: list[dict[str, Any]] = []
+
+    def _add(self, briefs: list[dict[str, Any]]) -> None:
+        self.records += briefs
+
+    def series(self) -> dict[str, dict[str, list[float]]]:
+        """Every numeric metric as ``{name: {"x": steps, "y": values}}``."""
+        with self._lock:
+            out: dict[str, dict[str, list[float]]] = {}
+            for record in self.records:
+                step = record.get("step")
+                if not isinstance(step, (int, float)):
+                    continue
+                for key, value in record.items():
+                    if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                        series = out.setdefault(key, {"x": [], "y": []})
+                        series["x"].append(step)
+                        series["y"].append(value)
+            return out
+
+
+class _StepBrief(msgspec.Struct):
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    success: bool = False
+    truncation_reason: str | None = None
+    tool_calls: list[msgspec.Raw] = []
+    errors: dict[str, int] = {}
+
+
+class _TrajectoryBrief(msgspec.Struct):
+    """What the episode list needs of a trajectory line; msgspec skips the rest (the texts) unread.
+
+    The fields a :class:`~agentfly_env.types.Trajectory` requires are required here too, so a line that
+    lists is a line that opens.
+    """
+
+    env_id: str
+    observation: msgspec.Raw
+    episode_id: str | None = None
+    steps: list[_StepBrief] = []
+
+
+#: Training episode ids are ``{step}-{group}-{chain}``, the step counted from 0 (metrics count from 1).
+_TRAINING_ID = re.compile(r"^(\d+)-")
+#: The outcome of an episode that ended normally (no truncation).
+ENDED = "ended"
+
+
+@dataclass(frozen=True)
+class EpisodeFilter:
+    """Which episodes to list; None or "" means any.
+
+    Attributes:
+        env: The trajectory's env id.
+        success: True for solved episodes, False for failed ones.
+        min_reward: Total reward at least this.
+        max_reward: Total reward at most this.
+        outcome: :data:`ENDED`, or the truncation reason (``max_turns``, ``max_tokens``, the env's own).
+        step: The training step (as in metrics.jsonl, from 1).
+        text: Text anywhere in the episode's record (case-insensitive).
+    """
+
+    env: str | None = None
+    success: bool | None = None
+    min_reward: float | None = None
+    max_reward: float | None = None
+    outcome: str | None = None
+    step: int | None = None
+    text: str | None = None
+
+
+class EpisodeIndex(JsonlFile):
+    """``trajectories.jsonl``: per-episode numbers for listing, filtering and curves; episodes on demand.
+
+    Args:
+        path: The file.
+        max_turns: The run's ``rollout.max_turns``, to name the reason of an episode the trainer cut:
+            a trajectory that did not end was cut at the turn limit or by the token budget.
+    """
+
+    brief = _TrajectoryBrief
+
+    def __init__(self, path: Path, max_turns: int | None = None) -> None:
+        self.max_turns = max_turns
+        super().__init__(path)
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.envs: list[str] = []
+        self.outcomes: list[str] = []
+        self._codes: dict[tuple[int, str], int] = {}
+        self.episode_ids: list[str | None] = []
+        self._columns: dict[str, list[Any]] = {
+            name: [] for name in ("env", "reward", "success", "outcome", "step", "turns", "tool_calls", "parse_errors")
+        }
+        self._arrays: dict[str, np.ndarray] | None = None
+        self._search: tuple[str, int, np.ndarray] | None = None
+
+    def _code(self, table: list[str], kind: int, value: str) -> int:
+        code = self._codes.get((kind, value))
+        if code is None:
+            code = self._codes[(kind, value)] = len(table)
+            table.append(value)
+        return code
+
+    def _add(self, briefs: list[_TrajectoryBrief]) -> None:
+        # One tight loop: at 100k episodes this, not the decoding, is most of the indexing time.
+        c = self._columns
+        envs, rewards, successes, outcomes, steps_of = c["env"], c["reward"], c["success"], c["outcome"], c["step"]
+        turns, tool_calls, parse_errors = c["turns"], c["tool_calls"], c["parse_errors"]
+        codes, max_turns = self._codes, self.max_turns
+        for brief in briefs:
+            steps = brief.steps
+            reward, calls, parse = 0.0, 0, 0
+            for step in steps:
+                reward += step.reward
+                if step.tool_calls:
+                    calls += len(step.tool_calls)
+                if step.errors:
+                    parse += step.errors.get("parse_error", 0)
+            last = steps[-1] if steps else None
+            if last is None:
+                outcome = "unfinished"
+            elif last.terminated:
+                outcome = ENDED
+            elif last.truncated:
+                outcome = last.truncation_reason or "truncated"
+            elif max_turns is not None:  # the trainer cut it: turns or tokens ran out
+                outcome = "max_turns" if len(steps) >= max_turns else "max_tokens"
+            else:
+                outcome = "unfinished"
+            env = codes.get((0, brief.env_id))
+            envs.append(env if env is not None else self._code(self.envs, 0, brief.env_id))
+            code = codes.get((1, outcome))
+            outcomes.append(code if code is not None else self._code(self.outcomes, 1, outcome))
+            episode_id = brief.episode_id
+            match = _TRAINING_ID.match(episode_id) if episode_id else None
+            steps_of.append(int(match.group(1)) + 1 if match else -1)
+            rewards.append(reward)
+            successes.append(last is not None and last.success)
+            turns.append(len(steps))
+            tool_calls.append(calls)
+            parse_errors.append(parse)
+            self.episode_ids.append(episode_id)
+        self._arrays = None
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The columns as numpy arrays (rebuilt after the file grew)."""
+        with self._lock:
+            if self._arrays is None:
+                self._arrays = {name: np.asarray(values) for name, values in self._columns.items()}
+            return self._arrays
+
+    def row(self, number: int) -> dict[str, Any]:
+        """Episode ``number``'s line in the episode list."""
+        with self._lock:
+            c = self._columns
+            step = c["step"][number]
+            return {
+                "index": number,
+                "episode_id": self.episode_ids[number],
+                "env": self.envs[c["env"][number]],
+                "reward": c["reward"][number],
+                "success": c["success"][number],
+                "outcome": self.outcomes[c["outcome"][number]],
+                "step": step if step >= 0 else None,
+                "turns": c["turns"][number],
+                "tool_calls": c["tool_calls"][number],
+                "parse_errors": c["parse_errors"][number],
+            }
+
+    def select(self, where: EpisodeFilter) -> np.ndarray:
+        """The numbers of the episodes that pass the filter, in file order."""
+        with self._lock:
+            a = self.arrays()
+            keep = np.ones(len(self), dtype=bool)
+            if where.env:
+                keep &= a["env"] == (self.envs.index(where.env) if where.env in self.envs else -1)
+            if where.success is not None:
+                keep &= a["success"] == where.success
+            if where.min_reward is not None:
+                keep &= a["reward"] >= where.min_reward
+            if where.max_reward is not None:
+                keep &= a["reward"] <= where.max_reward
+            if where.outcome:
+                keep &= a["outcome"] == (self.outcomes.index(where.outcome) if where.outcome in self.outcomes else -1)
+            if where.step is not None:
+                keep &= a["step"] == where.step
+            if where.text:
+                keep &= self._matching(where.text)
+            return np.flatnonzero(keep)
+
+    def _matching(self, text: str) -> np.ndarray:
+        """A mask of the episodes whose line holds ``text`` (as JSON writes it), case-insensitively.
+
+        One scan of the file's bytes; the last query's answer is kept while the file has not grown.
+        """
+        if self._search is not None and self._search[:2] == (text, len(self)):
+            return self._search[2]
+        found = np.zeros(len(self), dtype=bool)
+        needle = re.compile(re.escape(msgspec.json.encode(text)[1:-1]), re.IGNORECASE)
+        if self.consumed:
+            starts, ends = np.asarray(self.starts), np.asarray(self.ends)
+            with (
+                open(self.path, "rb") as handle,
+                mmap.mmap(handle.fileno(), self.consumed, access=mmap.ACCESS_READ) as m,
+            ):
+                hits = np.fromiter((match.start() for match in needle.finditer(m)), dtype=np.int64)
+            lines = np.searchsorted(starts, hits, side="right") - 1
+            lines = lines[(lines >= 0) & (hits < ends[np.maximum(lines, 0)])]
+            found[lines] = True
+        self._search = (text, len(self), found)
+        return found
+
+    def facets(self) -> dict[str, Any]:
+        """What the filters can choose from: env ids, outcomes, the range of steps."""
+        with self._lock:
+            steps = [s for s in set(self._columns["step"]) if s >= 0]
+            return {
+                "envs": sorted(self.envs),
+                "outcomes": sorted(self.outcomes),
+                "steps": [min(steps), max(steps)] if steps else None,
+            }
+
+    def curves(self, buckets: int = 50) -> dict[str, Any]:
+        """Per-env means by training step (or, for runs without steps, by consecutive bucket of episodes).
+
+        Returns:
+            ``{"x_label": ..., "envs": {env: {"x": [...], "reward": [...], "success": [...], "turns": [...],
+            "tool_calls": [...]}}}``.
+        """
+        with self._lock:
+            a = self.arrays()
+            n = len(self)
+            if not n:
+                return {"x_label": "step", "envs": {}}
+            if (a["step"] >= 0).any():
+                x, label, valid = a["step"], "step", a["step"] >= 0
+            else:
+                size = max(1, -(-n // buckets))
+                x, label, valid = np.arange(n) // size, f"episodes (groups of {size})", np.ones(n, dtype=bool)
+            out: dict[str, dict[str, list[float]]] = {}
+            for code, env in enumerate(self.envs):
+                rows = valid & (a["env"] == code)
+                if not rows.any():
+                    continue
+                keys, inverse, counts = np.unique(x[rows], return_inverse=True, return_counts=True)
+                series: dict[str, list[float]] = {"x": keys.tolist()}
+                for name in ("reward", "success", "turns", "tool_calls"):
+                    sums = np.bincount(inverse, weights=a[name][rows].astype(float), minlength=len(keys))
+                    series[name] = (sums / counts).tolist()
+                out[env] = series
+            return {"x_label": label, "envs": out}
+
+    def trajectory(self, number: int) -> dict[str, Any]:
+        """Episode ``number`` decoded whole (as the :class:`~agentfly_env.types.Trajectory` it was written as)."""
+        return msgspec.to_builtins(msgspec.json.decode(self.line(number), type=Trajectory))
+
+
+class _TokenBrief(msgspec.Struct):
+    episode_id: str
+
+
+class TokenIndex(JsonlFile):
+    """``tokens.jsonl``: where each episode's token record is (the last record of an id wins)."""
+
+    brief = _TokenBrief
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.by_id: dict[str, int] = {}
+
+    def _add(self, briefs: list[_TokenBrief]) -> None:
+        first = len(self.starts) - len(briefs)
+        for number, brief in enumerate(briefs, first):
+            self.by_id[brief.episode_id] = number
+
+    def tokens(self, episode_id: str) -> dict[str, Any] | None:
+        """The episode's tokens for display: text pieces, mask, and log-probs aligned with the tokens."""
+        with self._lock:
+            number = self.by_id.get(episode_id)
+            if number is None:
+                return None
+            record = msgspec.json.decode(self.line(number), type=TokenRecord)
+        mask = mask_from_runs(record.mask_runs)
+        generated = iter(record.logprobs)
+        return {
+            "token_ids": record.token_ids,
+            "pieces": record.pieces,
+            "mask": mask,
+            "logprobs": [next(generated, None) if bit else None for bit in mask],
+        }
+
+
+@dataclass
+class EpisodeSource:
+    """One folder of a run with a ``trajectories.jsonl`` and maybe its ``tokens.jsonl`` (indexed only when
+    an episode is opened: the list does not need it)."""
+
+    episodes: EpisodeIndex
+    tokens: TokenIndex
+
+    def refresh(self) -> bool:
+        return self.episodes.refresh()
+
+    def episode(self, number: int) -> dict[str, Any]:
+        """Episode ``number``: its trajectory, its line in the list, and its tokens when the run kept them."""
+        trajectory = self.episodes.trajectory(number)
+        self.tokens.refresh()
+        episode_id = trajectory.get("episode_id")
+        return {
+            "row": self.episodes.row(number),
+            "trajectory": trajectory,
+            "tokens": self.tokens.tokens(episode_id) if episode_id is not None else None,
+        }
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "episodes": len(self.episodes),
+            "corrupt": self.episodes.corrupt,
+            "partial_tail": self.episodes.partial_tail,
+            "has_tokens": self.tokens.path.exists(),
+            "bytes": self.episodes.size,
+        }
+
+
+class RunDir:
+    """One run directory: its config, metrics and episode sources.
+
+    Args:
+        root: The folder (a ``trajectories.jsonl`` given instead stands for its folder).
+        name: How the page names it (default: the path as given).
+    """
+
+    def __init__(self, root: str | os.PathLike[str], name: str | None = None) -> None:
+        given = Path(root)
+        if given.is_file():
+            given = given.parent
+        self.name = name or str(given)
+        self.root = given.resolve()
+        self.config = self._read_json("config.json")
+        self.metrics = MetricsFile(self.root / METRICS_FILE)
+        self._sources: dict[str, EpisodeSource] = {}
+        self._lock = threading.Lock()
+
+    def _read_json(self, relative: str) -> dict[str, Any] | None:
+        path = self.inside(relative)
+        try:
+            value = json.loads(path.read_text()) if path is not None else None
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def inside(self, relative: str) -> Path | None:
+        """``relative`` under the run's folder, or None when it resolves (``..``, a symlink) elsewhere."""
+        path = (self.root / relative).resolve()
+        return path if path.is_relative_to(self.root) else None
+
+    def _discover(self) -> list[str]:
+        """Folders (relative, POSIX) that hold a trajectories.jsonl inside the run."""
+        found = []
+        for folder, subfolders, files in os.walk(self.root):
+            depth = len(Path(folder).relative_to(self.root).parts)
+            subfolders[:] = sorted(d for d in subfolders if d not in SKIPPED_FOLDERS and depth < SEARCH_DEPTH)
+            if TRAJECTORIES_FILE in files:
+                relative = Path(folder).relative_to(self.root).as_posix()
+                if self.inside(f"{relative}/{TRAJECTORIES_FILE}") is not None:
+                    found.append(relative)
+        return found
+
+    def sources(self) -> dict[str, EpisodeSource]:
+        """Every episode source, refreshed (new ones found, appended lines indexed)."""
+        with self._lock:
+            rollout = (self.config or {}).get("rollout", {})
+            max_turns = rollout.get("max_turns") if isinstance(rollout, dict) else None
+            for relative in self._discover():
+                if relative not in self._sources:
+                    folder = self.root / relative
+                    self._sources[relative] = EpisodeSource(
+                        EpisodeIndex(folder / TRAJECTORIES_FILE, max_turns),  # evaluations use rollout's too
+                        TokenIndex(folder / TOKENS_FILE),
+                    )
+            for source in self._sources.values():
+                source.refresh()
+            return dict(self._sources)
+
+    def describe(self) -> dict[str, Any]:
+        """The run for the page: its name, what it trained, its sources and metrics."""
+        self.metrics.refresh()
+        if self.config is None:  # the viewer may have started before the run wrote it
+            self.config = self._read_json("config.json")
+        config = self.config or {}
+        summary = self._read_json("eval/summary.json")
+        return {
+            "name": self.name,
+            "path": str(self.root),
+            "algo": config.get("algo"),
+            "env": (config.get("env") or {}).get("id"),
+            "model": (config.get("model") or {}).get("path"),
+            "metrics": self.metrics.status(),
+            "sources": {name: source.status() for name, source in self.sources().items()},
+            "eval_summary": summary,
+        }

@@ -1,0 +1,134 @@
+"""The viewer's JSON API on generated runs and a real training run: pages, filters, one episode with its
+tokens exactly as trained, damaged lines counted, and no file outside the run directories served."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from starlette.testclient import TestClient
+
+from agentfly_train.cli import _print_summary
+from agentfly_train.tokens_log import TOKENS_FILE
+from agentfly_view.app import create_app
+from agentfly_view.cli import find_runs, main
+from agentfly_view.runs import RunDir
+
+
+@pytest.fixture
+def client(synthetic_run) -> TestClient:
+    return TestClient(create_app([RunDir(synthetic_run)]))
+
+
+def test_the_episode_list_pages_and_filters(client):
+    everything = client.get("/api/episodes", params={"limit": 20}).json()
+    assert everything["total"] == 64 and [r["index"] for r in everything["rows"]] == list(range(20))
+    second = client.get("/api/episodes", params={"limit": 20, "offset": 20}).json()
+    assert [r["index"] for r in second["rows"]] == list(range(20, 40))
+    assert set(everything["facets"]["envs"]) == {"AgentFly/Math-v0", "AgentFly/Search-v0"}
+    assert everything["facets"]["steps"] == [1, 8]
+    failed = client.get("/api/episodes", params={"success": 0, "env": "AgentFly/Search-v0", "step": 3}).json()
+    assert failed["total"] and all(
+        not r["success"] and r["env"] == "AgentFly/Search-v0" and r["step"] == 3 for r in failed["rows"]
+    )
+    question = client.get("/api/episode", params={"index": 7}).json()["trajectory"]["task"]["question"]
+    # The model's text, quotes and all (JSON escapes them in the file), in any case
+    search = client.get("/api/episodes", params={"q": f'"EXPRESSION": "{question}"'}).json()
+    assert [r["index"] for r in search["rows"]] == [7]
+
+
+def test_one_episode_comes_whole_with_its_tokens(client):
+    episode = client.get("/api/episode", params={"index": 5}).json()
+    trajectory, tokens = episode["trajectory"], episode["tokens"]
+    assert episode["row"]["episode_id"] == trajectory["episode_id"]
+    assert trajectory["steps"][0]["tool_calls"][0]["name"] == "calculator"
+    assert len(tokens["pieces"]) == len(tokens["mask"]) == len(tokens["logprobs"]) == len(tokens["token_ids"])
+    assert all((lp is None) == (bit == 0) for lp, bit in zip(tokens["logprobs"], tokens["mask"], strict=True))
+
+
+def test_curves_overlay_runs_and_split_envs(synthetic_run, tmp_path):
+    from agentfly_view.synthetic import write_synthetic_run
+
+    other = write_synthetic_run(tmp_path / "other", episodes=32, per_step=8, seed=1)
+    client = TestClient(create_app([RunDir(synthetic_run), RunDir(other)]))
+    runs = client.get("/api/curves", params={"runs": "0,1"}).json()
+    assert [len(r["metrics"]["reward_mean"]["x"]) for r in runs] == [8, 4]
+    assert all(set(r["episodes"]["envs"]) == {"AgentFly/Math-v0", "AgentFly/Search-v0"} for r in runs)
+    assert client.get("/api/curves", params={"runs": "0,2"}).status_code == 404
+
+
+def test_damaged_lines_are_counted_where_the_page_shows_them(synthetic_run, client):
+    with open(synthetic_run / "trajectories.jsonl", "ab") as handle:
+        handle.write(b'{"env_id": "AgentFly/Math-v0", "observ\n{not json}\n{"env_id": "AgentFly/Ma')
+    run = client.get("/api/runs").json()[0]
+    assert run["sources"]["."]["corrupt"] == 2 and run["sources"]["."]["partial_tail"]
+    page = client.get("/api/episodes").json()
+    assert page["total"] == 64 and page["status"]["corrupt"] == 2
+
+
+def test_live_runs_show_appended_episodes(synthetic_run, client):
+    lines = (synthetic_run / "trajectories.jsonl").read_bytes().splitlines(keepends=True)
+    (synthetic_run / "trajectories.jsonl").write_bytes(b"".join(lines[:10]))
+    assert client.get("/api/episodes").json()["total"] == 10
+    with open(synthetic_run / "trajectories.jsonl", "ab") as handle:
+        handle.write(b"".join(lines[10:]))
+    assert client.get("/api/episodes").json()["total"] == 64
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/episodes?source=..",
+        "/api/episodes?source=../elsewhere",
+        "/api/episodes?source=/etc",
+        "/api/episode?source=linked&index=0",
+        "/api/episode?source=.&index=64",
+        "/api/episode?source=.&index=-1",
+        "/api/episodes?run=1",
+        "/static/../runs.py",
+        "/static/%2e%2e/runs.py",
+        "/static/..%2fruns.py",
+        "/static/linked/trajectories.jsonl",
+    ],
+)
+def test_nothing_outside_the_run_directories_is_served(synthetic_run, tmp_path, path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "trajectories.jsonl").write_bytes((synthetic_run / "trajectories.jsonl").read_bytes())
+    os.symlink(outside, synthetic_run / "linked")
+    client = TestClient(create_app([RunDir(synthetic_run)]))
+    response = client.get(path)
+    assert response.status_code in (400, 404) and b"AgentFly/Math-v0" not in response.content
+
+
+def test_bad_numbers_are_a_400_with_a_message(client):
+    response = client.get("/api/episodes", params={"min_reward": "lots"})
+    assert response.status_code == 400 and "min_reward" in response.json()["error"]
+
+
+def test_the_trainer_records_exactly_the_tokens_it_trained_on(trained_run):
+    out, played = trained_run
+    client = TestClient(create_app([RunDir(out)]))
+    page = client.get("/api/episodes", params={"limit": 500}).json()
+    assert page["total"] == len(played) == 32 and (out / TOKENS_FILE).exists()
+    for row in page["rows"]:
+        episode = played[row["episode_id"]]
+        tokens = client.get("/api/episode", params={"index": row["index"]}).json()["tokens"]
+        assert tokens["token_ids"] == episode.token_ids and tokens["mask"] == episode.action_mask
+        generated = [lp for lp, bit in zip(episode.logprobs, episode.action_mask, strict=True) if bit]
+        shown = [lp for lp in tokens["logprobs"] if lp is not None]
+        assert shown == pytest.approx(generated, abs=1e-4)
+        assert row["reward"] == pytest.approx(episode.reward) and row["success"] == episode.success
+
+
+def test_the_cli_finds_runs_and_the_trainer_names_the_viewer(synthetic_run, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert find_runs(tmp_path) == [synthetic_run]
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "missing")])
+    assert "not found" in capsys.readouterr().err
+    from rich.console import Console
+
+    console = Console(width=200)
+    _print_summary(console, {"steps": 1, "metrics": str(synthetic_run / "metrics.jsonl")}, 1.0)
+    assert f"agentfly-view {synthetic_run}" in capsys.readouterr().out

@@ -1,0 +1,85 @@
+"""The viewer end to end in a real headless browser (Debian's chromium through selenium): a real training
+run's failed episodes filtered, one opened, its tokens coloured by exactly the mask the trainer trained
+with; curves of two runs overlaid; damaged lines counted on the page; a growing run refreshed live.
+
+The episode page's screenshot is saved in the test's tmp dir and copied to runs/view-screenshot.png.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from agentfly_view.app import create_app, serve_in_thread
+from agentfly_view.runs import RunDir
+
+SCREENSHOT_COPY = Path(__file__).parents[2] / "runs" / "view-screenshot.png"
+
+
+def wait(browser, condition, timeout: float = 30):
+    return WebDriverWait(browser, timeout).until(lambda driver: condition(driver))
+
+
+def test_a_failed_episode_shows_the_mask_it_was_trained_with(browser, trained_run, tmp_path):
+    out, played = trained_run
+    with serve_in_thread(create_app([RunDir(out)])) as url:
+        browser.get(f"{url}/#/episodes")
+        wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#episode-table tbody tr"))
+        Select(browser.find_element(By.ID, "f-success")).select_by_value("0")
+        browser.find_element(By.ID, "f-apply").click()
+        failed = [e for e in played.values() if not e.success]
+        assert failed
+        results = (
+            "return [...document.querySelectorAll('#episode-table tbody td:nth-child(6)')].map(td => td.textContent)"
+        )
+        wait(browser, lambda d: "success=0" in d.current_url and d.execute_script(results) == ["failed"] * len(failed))
+        browser.find_element(By.CSS_SELECTOR, "#episode-table tbody tr").click()
+        tokens = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#tokens .tok"))
+        episode = played[browser.find_element(By.ID, "episode-id").text]
+        assert not episode.success
+        shown = browser.execute_script(
+            "return [...document.querySelectorAll('#tokens .tok')].map(t => [Number(t.dataset.mask), t.dataset.logprob ?? null])"
+        )
+        assert [mask for mask, _ in shown] == episode.action_mask and len(tokens) == len(episode.token_ids)
+        generated = [lp for lp, bit in zip(episode.logprobs, episode.action_mask, strict=True) if bit]
+        assert [float(lp) for mask, lp in shown if mask] == pytest.approx(generated, abs=1e-4)
+        assert len(browser.find_elements(By.CSS_SELECTOR, ".turn")) == episode.model_turns
+        height = browser.execute_script("return document.documentElement.scrollHeight")
+        browser.set_window_size(1400, min(max(height + 40, 600), 2400))
+        screenshot = tmp_path / "view-episode.png"
+        assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
+        SCREENSHOT_COPY.parent.mkdir(exist_ok=True)
+        shutil.copyfile(screenshot, SCREENSHOT_COPY)
+        browser.set_window_size(1400, 1000)
+
+
+def test_curves_overlay_two_runs_and_the_page_counts_damaged_lines(browser, trained_run, synthetic_run):
+    out, _ = trained_run
+    with open(synthetic_run / "trajectories.jsonl", "ab") as handle:
+        handle.write(b'{"env_id": "AgentFly/Math-v0", "observation": "cut he\n')
+    runs = [RunDir(out, name="shout"), RunDir(synthetic_run, name="synthetic")]
+    with serve_in_thread(create_app(runs)) as url:
+        browser.get(f"{url}/#/curves")
+        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".chart canvas")) >= 4)
+        legend = browser.find_element(By.CSS_SELECTOR, "[data-chart='Reward'] .u-legend").text
+        assert "shout reward_mean" in legend and "synthetic reward_mean" in legend
+        assert "synthetic AgentFly/Search-v0" in legend  # a mixed run: one curve per env
+        notices = browser.find_element(By.ID, "notices").text
+        assert "synthetic: 1 corrupt line skipped in trajectories.jsonl" in notices
+
+
+def test_a_growing_run_refreshes_live(browser, synthetic_run):
+    path = synthetic_run / "trajectories.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:40]))
+    with serve_in_thread(create_app([RunDir(synthetic_run)])) as url:
+        browser.get(f"{url}/#/episodes")
+        wait(browser, lambda d: d.find_element(By.ID, "list-info").text.startswith("40 of 40"))
+        with open(path, "ab") as handle:
+            handle.write(b"".join(lines[40:]))
+        wait(browser, lambda d: d.find_element(By.ID, "list-info").text.startswith("64 of 64"))
+        assert browser.find_element(By.ID, "page-info").text == "1-50 of 64"
