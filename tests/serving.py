@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import time
 import urllib.request
@@ -19,16 +18,11 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentfly_bench.suites.serve import openenv_python
 from agentfly_env.serve.server import ServeConfig, create_app, make_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def openenv_python() -> Path | None:
-    """The Python of openenv's venv: ``AGENTFLY_OPENENV_PYTHON``, else ``.venv-peers/openenv``."""
-    configured = os.environ.get("AGENTFLY_OPENENV_PYTHON")
-    path = Path(configured) if configured else REPO_ROOT / ".venv-peers/openenv/bin/python"
-    return path if path.is_file() else None
+__all__ = ["REPO_ROOT", "Served", "openenv_python", "serving"]
 
 
 class Served:

@@ -12,6 +12,7 @@ route but ``/health`` require ``Authorization: Bearer <token>``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import ipaddress
 import json
 import os
@@ -41,7 +42,10 @@ def is_loopback(host: str) -> bool:
 def build_parser() -> argparse.ArgumentParser:
     defaults = ServeConfig()
     parser = argparse.ArgumentParser(prog="agentfly-serve", description=__doc__.partition("\n\n")[0])
-    parser.add_argument("env_id", help="a registered env id, e.g. AgentFly/Math-v0")
+    parser.add_argument(
+        "env_id",
+        help="a registered env id, e.g. AgentFly/Math-v0 (module:id imports the module first, as gym.make does)",
+    )
     parser.add_argument("--env-kwargs", type=json.loads, default={}, help="JSON object of gym.make keyword arguments")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
     parser.add_argument("--port", type=int, default=8000)
@@ -77,8 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         max_message_bytes=args.max_message_bytes,
         token=args.token,
     )
-    app = create_app(args.env_id, args.env_kwargs, config)
-    print(f"agentfly-serve: {args.env_id} on http://{args.host}:{args.port} (ws://.../ws)", file=sys.stderr, flush=True)
+    module, _, env_id = args.env_id.rpartition(":")
+    if module:
+        importlib.import_module(module)  # registers the id
+    app = create_app(env_id, args.env_kwargs, config)
+    print(f"agentfly-serve: {env_id} on http://{args.host}:{args.port} (ws://.../ws)", file=sys.stderr, flush=True)
     make_server(app, config, host=args.host, port=args.port, log_level=args.log_level).run()
     return 0
 

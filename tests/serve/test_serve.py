@@ -21,6 +21,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 import agentfly_env  # noqa: F401  (registers the ids)
+from agentfly_bench.suites.serve import reference
 from agentfly_env import AgentEnv, Transition
 from agentfly_env.remote import RemoteEnvError
 from agentfly_env.serve.cli import main as serve_main
@@ -318,3 +319,16 @@ def test_the_http_routes_answer_as_openenv_does():
 def test_the_cli_serves_loopback_unless_told_otherwise(capsys):
     assert serve_main([MATH, "--host", "0.0.0.0"]) == 2
     assert "--allow-remote" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(openenv_python() is None, reason="openenv's venv is missing: make peers")
+def test_remote_v0_plays_an_openenv_server():
+    with reference(openenv_python(), wait=0.01, max_sessions=4) as server:  # openenv's own create_app
+        env = gym.make("AgentFly/Remote-v0", url=server.url)
+        observation, info = env.reset(seed=1)
+        assert observation == "Say something." and info["observation"]["text"] == observation
+        assert env.step("hi")[:4] == ("You said: hi", 1.0, False, False)
+        observation, reward, terminated, truncated, info = env.step("bye")
+        assert (observation, reward, terminated, truncated) == ("You said: bye", 1.0, True, False)
+        assert [step.action for step in env.unwrapped.trajectory.steps] == ["hi", "bye"]
+        env.close()
