@@ -6,12 +6,14 @@ Example:
 then ``GenericEnvClient(base_url="http://127.0.0.1:8000")`` (openenv) or
 ``gym.make("AgentFly/Remote-v0", url="http://127.0.0.1:8000")`` plays it. The server listens on
 loopback unless ``--allow-remote`` is given; ``--token`` (or ``AGENTFLY_SERVE_TOKEN``) makes every
-route but ``/health`` require ``Authorization: Bearer <token>``.
+route but ``/health`` require ``Authorization: Bearer <token>``. ``--mcp`` serves the env's tools
+over MCP on stdin/stdout instead (:mod:`agentfly_env.serve.mcp`).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import ipaddress
 import json
@@ -61,11 +63,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-message-bytes", type=int, default=defaults.max_message_bytes)
     parser.add_argument("--token", default=os.environ.get("AGENTFLY_SERVE_TOKEN"), help="required bearer token")
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument(
+        "--mcp", action="store_true", help="serve the env's tools over MCP on stdin/stdout instead (one client)"
+    )
+    parser.add_argument("--seed", type=int, default=None, help="with --mcp: the first episode's seed")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    module, _, env_id = args.env_id.rpartition(":")
+    if module:
+        importlib.import_module(module)  # registers the id
+    if args.mcp:
+        from agentfly_env.serve.mcp import serve_stdio
+
+        asyncio.run(serve_stdio(env_id, args.env_kwargs, seed=args.seed))
+        return 0
     if not is_loopback(args.host) and not args.allow_remote:
         print(
             f"agentfly-serve: {args.host} is not a loopback address; pass --allow-remote to serve other "
@@ -81,9 +95,6 @@ def main(argv: list[str] | None = None) -> int:
         max_message_bytes=args.max_message_bytes,
         token=args.token,
     )
-    module, _, env_id = args.env_id.rpartition(":")
-    if module:
-        importlib.import_module(module)  # registers the id
     app = create_app(env_id, args.env_kwargs, config)
     print(f"agentfly-serve: {env_id} on http://{args.host}:{args.port} (ws://.../ws)", file=sys.stderr, flush=True)
     make_server(app, config, host=args.host, port=args.port, log_level=args.log_level).run()

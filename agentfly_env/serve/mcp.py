@@ -1,0 +1,148 @@
+"""An env's tools over MCP: ``agentfly-serve ENV_ID --mcp`` serves them on stdin/stdout.
+
+An MCP-speaking agent gets the env's tools (``tools/list``: each tool's name, description and JSON
+schema, as the env gives them to a model) and calls them (``tools/call``). Each call is one turn of
+an episode of the env: the call is written in the env's own call format
+(:meth:`~agentfly_env.parsing.Parser.format_call`) and stepped through ``astep``, so the env runs it
+exactly as it runs a model's call (argument checks, its pooled sandbox or JVM, caching, tools that end
+the episode, the reward). The tool's output is the result's text; a failed call (unknown tool, bad
+arguments, a tool error) has ``isError`` set; the step's reward, ``terminated``/``truncated`` and turn
+come as the result's structured content.
+
+The first call starts an episode (a reset with ``seed``, then the next seeds); when one ends, the next
+call starts another. The resource ``agentfly://episode`` is the current episode as JSON: its task
+prompt, system prompt, turn, reward so far and whether it is over.
+
+Needs the ``serve`` extra (the ``mcp`` package).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from agentfly_env.distributed import make_env
+from agentfly_env.extras import requires_extra
+from agentfly_env.types import ToolCall
+
+with requires_extra("serve", "mcp", "mcp_types", feature="agentfly-serve --mcp"):
+    import mcp_types as types
+    from mcp.server import Server
+    from mcp.server.stdio import stdio_server
+
+__all__ = ["EPISODE_URI", "ToolSession", "create_mcp_server", "serve_stdio"]
+
+EPISODE_URI = "agentfly://episode"
+
+
+class ToolSession:
+    """One env whose turns are tool calls: episodes start on the first call and after each one ends.
+
+    Raises:
+        TypeError: The env has no tools, or no call format to write them in.
+    """
+
+    def __init__(self, env: Any, seed: int | None = None) -> None:
+        if not getattr(env, "tool_schemas", None) or not hasattr(env, "parser"):
+            raise TypeError(f"{env.env_id} has no tools to serve over MCP")
+        self.env = env
+        self.seed = seed
+        self.observation: str | None = None
+        self.done = True
+        self.total_reward = 0.0
+
+    def tools(self) -> list[types.Tool]:
+        return [
+            types.Tool(
+                name=schema["function"]["name"],
+                description=schema["function"].get("description"),
+                input_schema=schema["function"].get("parameters") or {"type": "object", "properties": {}},
+            )
+            for schema in self.env.tool_schemas
+        ]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        if self.done:
+            await self._start()
+        action = self.env.parser.format_call(ToolCall(name, arguments))
+        observation, reward, terminated, truncated, info = await self.env.astep(action)
+        self.done = terminated or truncated
+        self.total_reward += reward
+        step = info["step"]
+        failed = bool(step.parse_errors) or any(result.error is not None for result in step.tool_results)
+        return types.CallToolResult(
+            content=[types.TextContent(text=observation)],
+            structured_content={
+                "reward": reward,
+                "terminated": terminated,
+                "truncated": truncated,
+                "turn": self.env.turn,
+            },
+            is_error=failed,
+        )
+
+    async def _start(self) -> None:
+        self.observation, _ = await self.env.areset(seed=self.seed)
+        if self.seed is not None:
+            self.seed += 1
+        self.done = False
+        self.total_reward = 0.0
+
+    async def episode(self) -> dict[str, Any]:
+        """The current episode (one is started if none is open)."""
+        if self.observation is None:
+            await self._start()
+        return {
+            "env_id": self.env.env_id,
+            "task": self.observation,
+            "system_prompt": self.env.system_prompt,
+            "turn": self.env.turn,
+            "total_reward": self.total_reward,
+            "done": self.done,
+        }
+
+
+def create_mcp_server(session: ToolSession) -> Server[Any]:
+    """The MCP server (low-level ``mcp.server.Server``) of one :class:`ToolSession`."""
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=session.tools())
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await session.call(params.name, dict(params.arguments or {}))
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        resource = types.Resource(
+            uri=EPISODE_URI, name="episode", description="the current episode", mime_type="application/json"
+        )
+        return types.ListResourcesResult(resources=[resource])
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        if str(params.uri) != EPISODE_URI:
+            raise ValueError(f"unknown resource {params.uri}; this server has {EPISODE_URI}")
+        text = json.dumps(await session.episode())
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=EPISODE_URI, mime_type="application/json", text=text)]
+        )
+
+    return Server(
+        f"agentfly:{session.env.env_id}",
+        instructions=session.env.system_prompt,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+    )
+
+
+async def serve_stdio(env: str, env_kwargs: Mapping[str, Any] | None = None, *, seed: int | None = None) -> None:
+    """Serve the tools of ``env`` (a registered id) over MCP on stdin/stdout until the client leaves."""
+    agent_env = make_env(env, env_kwargs)
+    try:
+        session = ToolSession(agent_env, seed)
+        server = create_mcp_server(session)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        await agent_env.aclose()
