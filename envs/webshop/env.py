@@ -8,9 +8,11 @@ Clicking ``Buy Now`` ends the episode with the original reward. The same two act
 * ``action_mode="tools"``: ``search`` and ``click`` are tools (``info["tools"]`` has their schemas), called
   in any function-calling format (``parser=``, default ``hermes``).
 
-An action the current page does not offer changes nothing, scores 0, says so in the observation (above
-the unchanged page) and counts in ``info["errors"]["invalid_action"]``; a turn that is not an action at all
-counts as a parse error. ``info["available_actions"]`` always lists what the page offers.
+An action the current page does not offer changes nothing, scores 0 and shows the unchanged page, as the
+released text env does; it counts in ``info["errors"]["invalid_action"]`` (a turn that is not an action at
+all counts as a parse error). ``explain_invalid=True`` adds a line above the page saying what was wrong
+(the default in tools mode, which has no original to match). ``info["available_actions"]`` always lists
+what the page offers.
 
 Example:
     >>> import tempfile
@@ -21,7 +23,7 @@ Example:
     >>> observation, reward, terminated, truncated, info = env.step("search[desk lamp]")
     >>> info["page"], "back to search" in info["available_actions"]["clickables"]
     ('results', True)
-    >>> env.step("click[Buy Now]")[0].startswith("Invalid action:")
+    >>> env.step("click[Buy Now]")[0] == observation  # not on this page: nothing happens
     True
 """
 
@@ -45,7 +47,7 @@ from agentfly_envs.webshop.data import Variant
 from agentfly_envs.webshop.goals import GoalTasks, Split
 from agentfly_envs.webshop.index import open_index
 from agentfly_envs.webshop.nouns import noun_extractor
-from agentfly_envs.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, Mode, Session
+from agentfly_envs.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, PRODUCT_WINDOW, Mode, Session
 from agentfly_envs.webshop.reward import webshop_reward
 from agentfly_envs.webshop.shared import DEFAULT_NUM_GOALS, shared_catalog
 
@@ -129,6 +131,11 @@ class WebShopEnv(ToolEnv):
         action_mode: ``"text"`` (one ``search[...]``/``click[...]`` per turn) or ``"tools"`` (function calls).
         parser: The tool-call format for ``action_mode="tools"`` (default ``"hermes"``).
         show_attrs: Offer the ``Attributes`` sub-page on item pages.
+        show_reviews: Show the data's ratings and reviews; the original shows ``Rating: N.A.`` and no
+            reviews (its loader never reads them), and so does the default.
+        explain_invalid: Put a line saying what was wrong above the unchanged page after an action the page
+            does not take or a turn that is no action; default: off in text mode (the original shows just
+            the page), on in tools mode.
         cache_dir: Where search indexes are kept (default: see :func:`~agentfly_envs.webshop.index.default_cache_dir`).
         title_nouns: How the reward finds title nouns: ``"auto"``, ``"spacy"`` or ``"heuristic"``.
         spacy_model: The spaCy model for title nouns (default: the first English one installed).
@@ -153,6 +160,8 @@ class WebShopEnv(ToolEnv):
         action_mode: Literal["text", "tools"] = "text",
         parser: str | Parser | None = None,
         show_attrs: bool = False,
+        show_reviews: bool = False,
+        explain_invalid: bool | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         title_nouns: Literal["auto", "spacy", "heuristic"] = "auto",
         spacy_model: str | None = None,
@@ -178,6 +187,8 @@ class WebShopEnv(ToolEnv):
         self.observation_mode: Mode = observation_mode
         self.action_mode = action_mode
         self.show_attrs = show_attrs
+        self.show_reviews = show_reviews
+        self.explain_invalid = action_mode == "tools" if explain_invalid is None else explain_invalid
         kwargs.setdefault("max_turns", 15)
         kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
         super().__init__(
@@ -207,7 +218,7 @@ class WebShopEnv(ToolEnv):
 
     async def _reset(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         _, info = await super()._reset(seed, options)
-        self.session = Session(self.catalog, self.index, self.task["prompt"], self.show_attrs)
+        self.session = Session(self.catalog, self.index, self.task["prompt"], self.show_attrs, self.show_reviews)
         self._choices.words = self.task["prompt"].replace(",", " ").split()
         info.update(self._page_info())
         return self.session.render(self.observation_mode), info
@@ -243,7 +254,7 @@ class WebShopEnv(ToolEnv):
             session.score = result.score
             turn.end_episode(result)
         page = session.render(self.observation_mode)
-        if not outcome.valid:
+        if not outcome.valid and self.explain_invalid:
             return f"Invalid action: {outcome.message} Nothing happened.\n{page}"
         return page
 
@@ -251,6 +262,8 @@ class WebShopEnv(ToolEnv):
         if any(item.error is None for item in results):  # search or click ran: its output is the page
             return super()._format_observation(results, parse_errors, n_calls)
         assert self.session is not None
+        if not self.explain_invalid:
+            return self.session.render(self.observation_mode)
         if results or parse_errors:
             problem = super()._format_observation(results, parse_errors, n_calls)
         else:
@@ -278,8 +291,8 @@ class WebShopEnv(ToolEnv):
         if session.page == "results":
             links = session.product_links()
             found = next((asin for asin, ordinal in links.items() if ordinal == target), None)
-            if found is None and NEXT_PAGE.lower() in session.available()["clickables"]:
-                return ToolCall("click", {"value": NEXT_PAGE})
+            if found is None and session.page_number * PRODUCT_WINDOW < len(session.results):
+                return ToolCall("click", {"value": NEXT_PAGE})  # "Next >" shows on the last page too
             # The target, or (not among the results at all) the first product of the last page.
             return ToolCall("click", {"value": found or next(iter(links), BACK_TO_SEARCH)})
         if session.page == "item" and session.product is not None:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from agentfly_env.tasks import TaskSource
+from agentfly_envs.webshop.products import DataError
 
 if TYPE_CHECKING:
     from agentfly_envs.webshop.catalog import Catalog
@@ -68,10 +69,16 @@ def build_goals(catalog: Catalog, *, human: bool = True) -> list[dict[str, Any]]
     Args:
         catalog: Where the products and their goal records come from.
         human: Human goals (``items_human_ins.json``) or synthetic ones (``items_ins_v2*.json``).
+
+    Raises:
+        DataError: no goal can be built; the message names why (no product has a goal record, or every
+            record lacks instruction attributes).
     """
     caps = random.Random(catalog.price_seed)
     goals: list[dict[str, Any]] = []
+    products_with_records = 0
     for ordinal, records in catalog.instructions(human):
+        products_with_records += 1
         product = catalog.product(ordinal)
         target = {
             "asin": product.asin,
@@ -116,12 +123,29 @@ def build_goals(catalog: Catalog, *, human: bool = True) -> list[dict[str, Any]]
                     "goal_options": chosen,
                 }
             )
+    if not goals:
+        raise DataError(_no_goals_reason(catalog, human, products_with_records))
     if not human:
         counts = Counter(attribute for goal in goals for attribute in goal["attributes"])
         for goal in goals:
             goal["weight"] = sum(1.0 / counts[a] for a in goal["attributes"]) / len(goal["attributes"])
     random.Random(GOAL_SHUFFLE_SEED).shuffle(goals)
     return goals
+
+
+def _no_goals_reason(catalog: Catalog, human: bool, products_with_records: int) -> str:
+    """Why ``catalog`` gives no goal, for the error."""
+    source = "a human goal in items_human_ins.json" if human else "an instruction in items_ins_v2*.json"
+    if products_with_records == 0:
+        return (
+            f"{catalog!r}: no goal can be built: none of its {len(catalog)} products has {source}"
+            + (" (the human goals name other products; read more of them with num_products, " if human else " (")
+            + f"or use human_goals={not human})"
+        )
+    return (
+        f"{catalog!r}: no goal can be built: the goal records of its {products_with_records} products with "
+        f"{source} all have empty instruction_attributes, and the original skips those"
+    )
 
 
 def split_range(count: int, split: Split) -> range:
@@ -159,7 +183,8 @@ class GoalTasks(TaskSource):
         self.split = split
         self.positions = split_range(len(goals), split)
         if not self.positions:
-            raise ValueError(f"the {split!r} split of {len(goals)} goals is empty; use a larger catalog or split='all'")
+            hint = "use a larger catalog" if split == "all" else "use a larger catalog or split='all'"
+            raise ValueError(f"the {split!r} split of {len(goals)} goals is empty; {hint}")
         weights = [float(goals[i].get("weight", 1.0)) for i in self.positions]
         uniform = all(weight == weights[0] for weight in weights)
         self._cumulative = None if uniform else list(itertools.accumulate(weights))

@@ -377,3 +377,15 @@ def test_goal_tasks_sample_by_weight():
     assert counts[2] / 4000 == pytest.approx(9 / 20, abs=0.04) and set(counts) == set(range(12))
     uniform = GoalTasks([{"instruction_text": "x"}] * 12, "train")
     assert len(uniform) == 6 and uniform[0]["id"] == "train/6"
+
+
+def test_goals_that_match_no_product_name_the_cause(tmp_path):
+    # Every human goal names a product outside the catalog: say so (not "use split='all'", already set).
+    write(tmp_path, human={"B0NOTINDATA": HUMAN["B0NOTINDATA"]})
+    with pytest.raises(DataError, match=r"none of its 4 products has a human goal in items_human_ins\.json") as error:
+        WebShopEnv(data_dir=tmp_path, split="all", cache_dir=str(tmp_path / "cache"))
+    assert "split='all'" not in str(error.value) and "human_goals=False" in str(error.value)
+    # The products have goals, but none with instruction attributes (the original skips those).
+    write(tmp_path, human={"B0LIP00001": HUMAN["B0LIP00001"][1:]})
+    with pytest.raises(DataError, match=r"of its 1 products with a human goal .* all have empty instruction_attr"):
+        FileCatalog(tmp_path).goals(human=True)

@@ -30,6 +30,14 @@ def env(cache):
     env.close()
 
 
+@pytest.fixture(scope="module")
+def explaining_env(cache):
+    """The env with ``explain_invalid=True``: a line above the unchanged page says what was wrong."""
+    env = WebShopEnv(num_products=400, split="all", cache_dir=cache, max_observation_chars=LIMIT, explain_invalid=True)
+    yield env
+    env.close()
+
+
 def play_expert(env, **reset):
     env.reset(**reset)
     actions = []
@@ -65,7 +73,9 @@ def test_expert_reaches_reward_one_on_every_sampled_goal_of_the_default_env(cach
         assert actions[0].startswith("search[") and actions[-1] == "click[Buy Now]"
         components = info["reward_components"]
         assert components["r_type"] == components["r_att"] == components["r_price"] == 1.0
-        assert observation == "Thank you for shopping with us! [SEP] Your score (min 0.0, max 1.0) [SEP] 1"
+        # The original's done page (its MTurk template) prints the reward as Python prints a float.
+        assert observation.startswith("Thank you for shopping with us! [SEP] Your code: [SEP] None [SEP] ")
+        assert " [SEP] Your score (min 0.0, max 1.0) [SEP] 1.0 [SEP] Reward Details [SEP] None" in observation
     env.close()
 
 
@@ -152,18 +162,21 @@ def test_pagination_next_prev_and_the_last_page(env):
         assert f"Page {page} (Total results: 50)" in observation and "< prev" in info["available_actions"]["clickables"]
         shown = [env.catalog.product(o).asin for o in results[(page - 1) * PRODUCT_WINDOW : page * PRODUCT_WINDOW]]
         assert all(asin in observation for asin in shown)
-    assert "next >" not in info["available_actions"]["clickables"]  # page 5 of 5
+    # As the original, "Next >" shows on the last page too, and leads to an empty page.
+    assert "next >" in info["available_actions"]["clickables"]  # page 5 of 5
     observation, reward, _, _, info = env.step("click[Next >]")
-    assert observation.startswith("Invalid action:") and info["errors"]["invalid_action"] == 1 and reward == 0
+    assert observation.endswith("Page 6 (Total results: 50) [SEP] < Prev [SEP] Next >") and info["errors"] == {}
+    assert [c for c in info["available_actions"]["clickables"] if c.startswith("b0")] == []
     observation, *_ = env.step("click[< Prev]")
-    assert "Page 4 (Total results: 50)" in observation
+    assert "Page 5 (Total results: 50)" in observation
 
 
 def test_item_page_sub_pages_and_back_navigation(env):
     goal = to_item_page(env, seed=5)
     product = env.catalog.product(env.session.product)
     item = env.session.render()
-    assert f"[SEP] {product.title} [SEP] Price: {product.price_tag} [SEP] Rating: {product.rating} [SEP]" in item
+    # The original never loads ratings: "N.A." whatever the data says.
+    assert f"[SEP] {product.title} [SEP] Price: {product.price_tag} [SEP] Rating: N.A. [SEP]" in item
     assert item.endswith("Description [SEP] Features [SEP] Reviews [SEP] Buy Now")
     chosen = next(iter(product.options.values()))[-1] if product.options else None
     if chosen:
@@ -177,11 +190,7 @@ def test_item_page_sub_pages_and_back_navigation(env):
     assert info["available_actions"] == {"has_search_bar": False, "clickables": ["back to search", "< prev"]}
     env.step("click[< Prev]")
     observation, *_ = env.step("click[Reviews]")
-    if product.reviews:
-        review = product.reviews[0]
-        assert f'"{review.title}" [SEP] {review.score} [SEP] {review.body}' in observation
-    else:
-        assert observation.endswith("No reviews found")
+    assert observation.endswith("Back to Search [SEP] < Prev")  # nor reviews: no review is ever shown
     observation, *_ = env.step("click[< Prev]")  # back to the item, the chosen option kept
     assert env.session.page == "item" and observation == env.session.render()
     if chosen:
@@ -190,7 +199,7 @@ def test_item_page_sub_pages_and_back_navigation(env):
     assert env.session.page == "results" and env.session.options == {} and goal["asin"] in observation
     observation, *_, info = env.step("click[Back to Search]")
     assert observation.startswith("WebShop [SEP] Instruction: [SEP]") and env.session.visited == set()
-    assert info["available_actions"] == {"has_search_bar": True, "clickables": []}
+    assert info["available_actions"] == {"has_search_bar": True, "clickables": ["search"]}  # listed, inert
 
 
 def test_attributes_sub_page_only_with_show_attrs(cache):
@@ -208,21 +217,26 @@ def test_attributes_sub_page_only_with_show_attrs(cache):
     [
         ("search", "click[Buy Now]", '"buy now" is not something to click on the search page'),
         ("search", "click[search]", "is not something to click"),
-        ("results", "search[red shoes]", "search is only available on the search page"),
+        ("results", "click[ back to search ]", "without spaces around it"),
         ("results", "click[B0NOTHERE1]", '"b0nothere1" is not something to click on the results page'),
         ("item", "click[Next >]", "is not something to click on the item page"),
         ("item", "click[a value no product has]", "is not something to click"),
     ],
 )
-def test_actions_the_page_does_not_offer_change_nothing(env, where, action, message):
+@pytest.mark.parametrize("explain", [False, True])
+def test_actions_the_page_does_not_offer_change_nothing(env, explaining_env, where, action, message, explain):
+    env = explaining_env if explain else env
     env.reset(seed=4)
     while env.session.page != where:
         env.step(env.expert_action())
     before = env.session.render()
     state = (env.session.page, env.session.product, dict(env.session.options), list(env.session.results))
     observation, reward, terminated, truncated, info = env.step(action)
-    assert observation.startswith("Invalid action:") and message in observation.split("\n")[0]
-    assert the_page(observation) == before
+    if explain:
+        assert observation.startswith("Invalid action:") and message in observation.split("\n")[0]
+        assert the_page(observation) == before
+    else:  # the original's text env: the same page, nothing said
+        assert observation == before
     assert (reward, terminated, truncated) == (0.0, False, False)
     assert info["errors"] == {"invalid_action": 1}
     assert (env.session.page, env.session.product, dict(env.session.options), list(env.session.results)) == state
@@ -241,15 +255,20 @@ def test_actions_the_page_does_not_offer_change_nothing(env, where, action, mess
         ("<answer>done</answer>", "parse_error", "No action found"),
     ],
 )
-def test_malformed_actions_get_a_clear_observation_and_a_counter(env, action, error, said):
-    first, _ = env.reset(seed=6)
-    observation, reward, terminated, truncated, info = env.step(action)
+def test_malformed_actions_get_a_clear_observation_and_a_counter(env, explaining_env, action, error, said):
+    first, _ = explaining_env.reset(seed=6)
+    observation, reward, terminated, truncated, info = explaining_env.step(action)
     assert said in observation and info["errors"] == {error: 1}
     assert the_page(observation) == first  # the unchanged search page follows the explanation
     assert (reward, terminated, truncated) == (0.0, False, False)
+    # By default, as the original: the unchanged page alone; the counter still says what happened.
+    first, _ = env.reset(seed=6)
+    observation, reward, terminated, truncated, info = env.step(action)
+    assert observation == first and info["errors"] == {error: 1}
 
 
-def test_100_kilobyte_actions_are_handled_and_bounded(env):
+def test_100_kilobyte_actions_are_handled_and_bounded(explaining_env):
+    env = explaining_env
     huge = "x" * 100_000
     env.reset(seed=7)
     for action in (huge, f"search[{huge}]", f"search[{'lamp ' * 20_000}]"):
@@ -309,7 +328,8 @@ def test_truncation_after_max_turns_and_misuse_raises(cache):
 def test_text_rich_marks_buttons_selected_options_and_visited_products(cache):
     env = WebShopEnv(num_products=400, split="all", cache_dir=cache, observation_mode="text_rich")
     observation, _ = env.reset(seed=9)
-    assert observation.splitlines() == ["WebShop", "Instruction:", env.task["prompt"], "[button] Search [button_]"]
+    # The search page's template has "Instruction: " (with a space), which text_rich keeps.
+    assert observation.splitlines() == ["WebShop", "Instruction: ", env.task["prompt"], "[button] Search [button_]"]
     goal = env.task["goal"]
     observation, *_ = env.step(env.expert_action())
     assert (

@@ -1,9 +1,11 @@
-"""The WebShop reward equals the released code's (princeton-nlp/WebShop, ``engine/goal.py``), rule for rule.
+"""WebShop equals the released code (princeton-nlp/WebShop): its reward rule for rule, its pages action for action.
 
 Every expected value here was computed by the released code (thefuzz 0.19.0, spaCy 3.8.18 with the
-``en_core_web_sm`` 3.8.0 pipeline), never by this project: the 2,400 designed purchases of
-``fixtures/webshop_reward_parity.json.gz`` (made and scored by ``benchmarks/webshop_parity.py``), and the
-single-rule cases below, one per quirk the module docstring of ``agentfly_envs.webshop.reward`` lists.
+``en_core_web_sm`` 3.8.0 pipeline, Flask 2.1.2, beautifulsoup4 4.11.1), never by this project: the 2,400
+designed purchases of ``fixtures/webshop_reward_parity.json.gz`` (made and scored by
+``benchmarks/webshop_parity.py``), the single-rule cases below, one per quirk the module docstring of
+``agentfly_envs.webshop.reward`` lists, and digests of the released text env's pages on 300 walks
+(``fixtures/webshop_pages_parity.json.gz``, from ``benchmarks/webshop_pages_parity.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentfly_bench.webshop_pages_parity import differences, write_catalog
 from agentfly_bench.webshop_parity import mismatches, read_json
 from agentfly_envs.webshop.nouns import noun_extractor
 from agentfly_envs.webshop.products import Product
@@ -28,6 +31,7 @@ from agentfly_envs.webshop.reward import (
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "webshop_reward_parity.json.gz"
+PAGES = Path(__file__).parent / "fixtures" / "webshop_pages_parity.json.gz"
 
 
 def test_the_reward_equals_the_originals_on_2400_designed_purchases():
@@ -166,3 +170,22 @@ def test_the_reward_stays_within_0_and_1_for_any_goal_and_purchase(
     }
     result = asyncio.run(webshop_reward.compute(context))
     assert 0.0 <= result.score <= 1.0
+
+
+# ----------------------------------------------------------------------------------------- pages
+
+
+def test_every_page_equals_the_released_text_envs_on_300_walks(tmp_path):
+    """Both text modes, the clickables, the search bar, rewards and episode ends, page for page: search,
+    results (past the last page too), item, its sub-pages, done; searches from any page, clicks on what the
+    page does not offer, values with spaces around them, option values that JSON escapes, empty descriptions
+    and feature lists."""
+    data = read_json(PAGES)
+    actions = [action for walk in data["walks"] for action in walk["actions"]]
+    for wanted in ("click[next >]", "click[< prev]", "click[description]", "click[features]", "click[reviews]"):
+        assert wanted in actions
+    assert sum(len(walk["digests"]) for walk in data["walks"]) == 3940
+    data_dir = write_catalog(tmp_path / "data", data["num_products"], data["seed"])
+    found = differences(data, data_dir, tmp_path / "cache")
+    first = found[0][:4] if found else None
+    assert not found, f"{len(found)} pages differ from the original's; the first (walk, step, what, ours): {first}"
