@@ -64,11 +64,16 @@ class RemoteEnvError(RuntimeError):
     def __init__(self, data: dict[str, Any]) -> None:
         self.code = str(data.get("code", "UNKNOWN"))
         self.data = data
+        #: The error came on a session kept from before (it was closed meanwhile), not on a new one.
+        self.stale = False
         super().__init__(f"{self.code}: {data.get('message', 'no message')}")
 
 
 class RemoteConnectionError(ConnectionError):
     """The server could not be reached, or the connection dropped while a request was out."""
+
+    #: The connection was one kept from before (the server may have closed it meanwhile).
+    stale = False
 
 
 def websocket_url(url: str) -> str:
@@ -140,7 +145,13 @@ class RemoteEnv(AgentEnv):
         data: dict[str, Any] = {} if seed is None else {"seed": seed}
         if options:
             data["options"] = options
-        payload = await self._request({"type": "reset", "data": data})
+        try:
+            payload = await self._request({"type": "reset", "data": data})
+        except (RemoteConnectionError, RemoteEnvError) as error:
+            # A kept session the server has closed since (idle, restarted) shows up now: start a new one.
+            if not error.stale:
+                raise
+            payload = await self._request({"type": "reset", "data": data})
         observation = payload.get("observation") or {}
         wire_info = observation.get("info")
         if not (isinstance(wire_info, dict) and "start" in wire_info):
@@ -207,6 +218,7 @@ class RemoteEnv(AgentEnv):
                 dropped: an answer that came late would pair with the next request).
             RemoteEnvError: The server answered with an error frame.
         """
+        reused = self._ws is not None
         ws = await self._connection()
         try:
             await ws.send(encode(message))
@@ -214,7 +226,9 @@ class RemoteEnv(AgentEnv):
                 frame = await ws.recv()
         except self._transport_errors as error:
             await self._drop()
-            raise RemoteConnectionError(f"{self.url}: {type(error).__name__}: {error}") from error
+            lost = RemoteConnectionError(f"{self.url}: {type(error).__name__}: {error}")
+            lost.stale = reused
+            raise lost from error
         except BaseException:  # cancelled mid-request: the answer would arrive out of turn
             await asyncio.shield(self._drop())
             raise
@@ -223,6 +237,7 @@ class RemoteEnv(AgentEnv):
             error = RemoteEnvError(reply.get("data") or {})
             if error.code in ("CAPACITY_REACHED", "SESSION_ERROR"):  # the server closes these sessions
                 await self._drop()
+                error.stale = reused and error.code == "SESSION_ERROR"
             raise error
         return reply.get("data") or {}
 

@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if not is_loopback(args.host) and not args.token:
+        print(f"agentfly-serve: serving {args.host} without --token: anyone who reaches it can play", file=sys.stderr)
     config = ServeConfig(
         max_sessions=args.max_sessions,
         max_queue=args.max_queue,

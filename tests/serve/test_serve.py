@@ -23,6 +23,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 import agentfly_env  # noqa: F401  (registers the ids)
 from agentfly_bench.suites.serve import reference
 from agentfly_env import AgentEnv, Transition
+from agentfly_env.distributed import make_env_pool
 from agentfly_env.remote import RemoteEnvError
 from agentfly_env.serve.cli import main as serve_main
 from agentfly_env.types import Step
@@ -331,4 +332,31 @@ def test_remote_v0_plays_an_openenv_server():
         observation, reward, terminated, truncated, info = env.step("bye")
         assert (observation, reward, terminated, truncated) == ("You said: bye", 1.0, True, False)
         assert [step.action for step in env.unwrapped.trajectory.steps] == ["hi", "bye"]
+        env.close()
+
+
+async def test_a_pool_of_remote_envs_plays_concurrent_episodes_as_the_trainer_leases_them():
+    with serving(MATH, MATH_KWARGS, max_sessions=3) as served:
+        async with make_env_pool("AgentFly/Remote-v0", {"url": served.url}, size=3) as pool:
+
+            async def episode(seed: int) -> tuple[float, bool, str]:
+                async with pool.lease(timeout=60) as env:
+                    _, info = await env.areset(seed=seed)
+                    answer = f"<answer>{info['task']['answer']}</answer>"
+                    _, reward, terminated, _, _ = await env.astep(answer)
+                    return reward, terminated, env.trajectory.env_id
+
+            results = await asyncio.gather(*(episode(seed) for seed in range(8)))
+        stats = await asyncio.to_thread(served.wait_until, lambda stats: stats["active_sessions"] == 0)
+    assert results == [(1.0, True, MATH)] * 8
+    assert stats["opened"] <= 3  # each env keeps its session across the episodes it plays
+
+
+def test_remote_v0_starts_a_new_session_when_the_server_closed_its_idle_one():
+    with serving(SlowEcho, idle_timeout_s=0.2) as served:
+        env = gym.make("AgentFly/Remote-v0", url=served.url)
+        env.reset()
+        served.wait_until(lambda stats: stats["active_sessions"] == 0)  # reaped
+        assert env.reset()[0] == "Say something." and env.step("bye")[2] is True
+        assert served.sessions()["opened"] == 2
         env.close()
