@@ -2,7 +2,11 @@
 
 Starlette (with uvicorn, both already in the trainer's stack through vLLM) serves it; the page's
 script and uPlot, the charting library, are package files, so nothing comes from a CDN. Handlers are
-plain functions, which Starlette runs in worker threads: indexing a large file never blocks the server.
+plain functions, which Starlette runs in worker threads.
+
+A large run opens at once: while the server runs, a background thread indexes every run (and keeps
+indexing what is appended), and a request indexes for :data:`BUDGET_S` at most itself before it answers
+with what is indexed so far; the page says how far indexing has got and refreshes until it is done.
 
 API (all ``GET``, JSON; runs by number, episode sources by their folder inside the run):
 
@@ -27,8 +31,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -45,6 +49,10 @@ from agentfly_view.runs import EpisodeFilter, EpisodeSource, RunDir
 #: The page, its script and the vendored charting library.
 STATIC = Path(str(resources.files("agentfly_view") / "data"))
 MAX_PAGE = 500
+#: Seconds a request spends indexing new lines before it answers from what is indexed.
+BUDGET_S = 0.3
+#: Seconds between the background indexer's looks at files that are caught up (live runs).
+WATCH_S = 1.0
 
 
 class ApiError(Exception):
@@ -93,13 +101,13 @@ def create_app(runs: Sequence[RunDir]) -> Starlette:
     def source_of(request: Request) -> EpisodeSource:
         run = run_at(request)
         name = request.query_params.get("source", ".")
-        sources = run.sources()
+        sources = run.sources(BUDGET_S)
         if name not in sources:  # only folders found inside the run: never a path the client made up
             raise ApiError(404, f"{run.name} has no episodes at {name!r}")
         return sources[name]
 
     def list_runs(request: Request) -> list[dict[str, Any]]:
-        return [{"id": number, **run.describe()} for number, run in enumerate(runs)]
+        return [{"id": number, **run.describe(BUDGET_S)} for number, run in enumerate(runs)]
 
     def curves(request: Request) -> list[dict[str, Any]]:
         wanted = [part for part in request.query_params.get("runs", "0").split(",") if part]
@@ -109,7 +117,7 @@ def create_app(runs: Sequence[RunDir]) -> Starlette:
                 raise ApiError(404, f"no run {part}")
             run = runs[int(part)]
             run.metrics.refresh()
-            sources = run.sources()
+            sources = run.sources(BUDGET_S)
             root = sources.get(".") or next(iter(sources.values()), None)
             out.append(
                 {
@@ -157,7 +165,19 @@ def create_app(runs: Sequence[RunDir]) -> Starlette:
     def page(request: Request) -> FileResponse:
         return FileResponse(STATIC / "index.html")
 
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stop = threading.Event()
+        indexer = threading.Thread(target=keep_indexed, args=(runs, stop), name="agentfly-view-indexer", daemon=True)
+        indexer.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            indexer.join(timeout=10)
+
     return Starlette(
+        lifespan=lifespan,
         routes=[
             Route("/", page),
             Route("/api/runs", _handler(list_runs)),
@@ -165,8 +185,21 @@ def create_app(runs: Sequence[RunDir]) -> Starlette:
             Route("/api/episodes", _handler(episodes)),
             Route("/api/episode", _handler(episode)),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        ]
+        ],
     )
+
+
+def keep_indexed(runs: Sequence[RunDir], stop: threading.Event) -> None:
+    """Index every run whole, then what is appended to it, until ``stop`` is set (the server's background
+    thread; the files' locks let requests read between its chunks)."""
+    while not stop.is_set():
+        for run in runs:
+            run.metrics.refresh()
+            for source in run.sources().values():
+                source.tokens.refresh()
+                if stop.is_set():
+                    return
+        stop.wait(WATCH_S)
 
 
 @contextmanager

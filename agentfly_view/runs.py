@@ -6,12 +6,13 @@ line (a run killed mid-write): ``metrics.jsonl`` (one record per training step),
 evaluations; ``agentfly-play`` writes one too) and, beside each, the trainer's ``tokens.jsonl`` (see
 :mod:`agentfly_train.tokens_log`).
 
-Each file is indexed by the byte offsets of its complete lines, once; :meth:`JsonlFile.refresh` reads
-only the bytes appended since, so a 100k-episode run opens in about a second and a live run costs a
-``stat`` per poll. An episode list needs a few numbers per episode (reward, success, turns, ...): they
-are decoded with a partial msgspec type that skips the texts, and an episode is decoded whole only
-when it is opened. Lines that do not decode are skipped and counted; a last line without its newline
-is left for the next refresh (a writer may be halfway through it) and reported as such.
+Each file is indexed by the byte offsets of its complete lines, once, a chunk at a time (a caller can
+give :meth:`JsonlFile.refresh` a time budget and get what is indexed so far); later refreshes read
+only the bytes appended since, so a live run costs a ``stat`` per poll. An episode list needs a few
+numbers per episode (reward, success, turns, ...): they are decoded with a partial msgspec type that
+skips the texts, and an episode is decoded whole only when it is opened. Lines that do not decode are
+skipped and counted; a last line without its newline is left for the next refresh (a writer may be
+halfway through it) and reported as such.
 
 Only files found inside a run directory (symlinks resolved) are ever read: the API names runs by
 number and files by their place in the run, never by a path the client chose.
@@ -38,6 +39,7 @@ import mmap
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,8 @@ from agentfly_train.tokens_log import TOKENS_FILE, TokenRecord, mask_from_runs
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
 METRICS_FILE = "metrics.jsonl"
+#: Bytes read per step of indexing: a reader waits for one step at most.
+CHUNK_BYTES = 4 << 20
 #: How deep under a run directory trajectory files are looked for (``stages/<name>/eval/`` is 3 deep).
 SEARCH_DEPTH = 4
 #: Folders of a run that hold no records (model weights), not walked.
@@ -78,48 +82,72 @@ class JsonlFile:
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.corrupt = 0
-        self.consumed = 0  # bytes read, up to and including the last newline
-        self.size = 0
+        self.consumed = 0  # bytes indexed, up to and including the last newline
+        self.size = 0  # the file's size when last looked at
         self._identity: tuple[int, int] | None = None
+        self._tail_only = True  # what is left after ``consumed`` is at most one line without its newline
+
+    @property
+    def caught_up(self) -> bool:
+        """Every complete line the file had when last looked at is indexed."""
+        return self.size == self.consumed or self._tail_only
 
     @property
     def partial_tail(self) -> bool:
         """The file ends in a line without its newline (being written now, or cut by a crash)."""
-        return self.size > self.consumed
+        return self.size > self.consumed and self._tail_only
 
     def __len__(self) -> int:
         return len(self.starts)
 
-    def refresh(self) -> bool:
-        """Index the lines appended since the last call; True when anything changed.
+    def refresh(self, budget_s: float | None = None) -> bool:
+        """Index the lines appended since the last call, a chunk at a time; True when anything changed.
+
+        Args:
+            budget_s: Stop after the chunk that passes this many seconds, caught up or not (the rest is
+                indexed by later calls; :attr:`caught_up` says which). None: until caught up.
 
         A file that shrank or was replaced (a fresh run in the same folder) is indexed from the start.
+        The lock is held a chunk at a time, so readers wait for one chunk at most.
         """
-        with self._lock:
-            try:
-                stat = self.path.stat()
-            except FileNotFoundError:
-                changed = self.size > 0 or len(self) > 0
-                self._reset()
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
+        changed = False
+        while True:
+            with self._lock:
+                step = self._next_chunk()
+            changed |= step
+            if not step or self.caught_up or (deadline is not None and time.perf_counter() > deadline):
                 return changed
-            identity = (stat.st_dev, stat.st_ino)
-            if identity != self._identity or stat.st_size < self.consumed:
-                self._reset()
-                self._identity = identity
-            if stat.st_size == self.size:
-                return False
-            self.size = stat.st_size
-            with open(self.path, "rb") as handle:
-                handle.seek(self.consumed)
-                data = handle.read(self.size - self.consumed)
-            end = data.rfind(b"\n") + 1
-            if end:
-                self._index(data[:end], self.consumed)
-                self.consumed += end
-            return True
+
+    def _next_chunk(self) -> bool:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            changed = self.size > 0 or len(self) > 0
+            self._reset()
+            return changed
+        identity = (stat.st_dev, stat.st_ino)
+        if identity != self._identity or stat.st_size < self.consumed:
+            self._reset()
+            self._identity = identity
+        grown = stat.st_size != self.size
+        self.size = stat.st_size
+        if self.caught_up and not grown:
+            return False
+        with open(self.path, "rb") as handle:
+            handle.seek(self.consumed)
+            data = handle.read(min(CHUNK_BYTES, self.size - self.consumed))
+            while b"\n" not in data and self.consumed + len(data) < self.size:  # a line longer than a chunk
+                data += handle.read(min(CHUNK_BYTES, self.size - self.consumed - len(data)))
+        end = data.rfind(b"\n") + 1
+        self._tail_only = self.consumed + len(data) >= self.size  # the read reached the end
+        if end:
+            self._index(data[:end], self.consumed)
+            self.consumed += end
+        return bool(end) or grown
 
     def _index(self, data: bytes, base: int) -> None:
-        decode = self._decoder.decode
+        decode = self._decode
         good = []
         position = base
         for line in data.split(b"\n")[:-1]:
@@ -133,6 +161,10 @@ class JsonlFile:
             position += len(line) + 1
         self._add(good)
 
+    def _decode(self, line: bytes) -> Any:
+        """What is kept of a line; raises :class:`msgspec.DecodeError` for a line that is not a record."""
+        return self._decoder.decode(line)
+
     def _add(self, briefs: list[Any]) -> None:
         """Keep what is needed of good lines, in order (their offsets are already kept)."""
 
@@ -143,7 +175,13 @@ class JsonlFile:
             return handle.read(self.ends[number] - self.starts[number])
 
     def status(self) -> dict[str, Any]:
-        return {"lines": len(self), "corrupt": self.corrupt, "partial_tail": self.partial_tail, "bytes": self.size}
+        return {
+            "lines": len(self),
+            "corrupt": self.corrupt,
+            "partial_tail": self.partial_tail,
+            "bytes": self.size,
+            "indexed_bytes": self.consumed,
+        }
 
 
 class MetricsFile(JsonlFile):
@@ -416,8 +454,17 @@ class _TokenBrief(msgspec.Struct):
     episode_id: str
 
 
+#: How the trainer's encoder starts a token record (its first field).
+_TOKEN_PREFIX = b'{"episode_id":"'
+
+
 class TokenIndex(JsonlFile):
-    """``tokens.jsonl``: where each episode's token record is (the last record of an id wins)."""
+    """``tokens.jsonl``: where each episode's token record is (the last record of an id wins).
+
+    Indexing reads each line's episode id from its start, where the trainer's encoder writes it, rather
+    than parsing the token lists; a line that starts otherwise is decoded. A damaged record is found
+    when its episode is opened (:meth:`tokens` says so).
+    """
 
     brief = _TokenBrief
 
@@ -425,18 +472,29 @@ class TokenIndex(JsonlFile):
         super()._reset()
         self.by_id: dict[str, int] = {}
 
-    def _add(self, briefs: list[_TokenBrief]) -> None:
+    def _decode(self, line: bytes) -> str:
+        start = len(_TOKEN_PREFIX)
+        end = line.find(b'"', start)
+        if line.startswith(_TOKEN_PREFIX) and end > 0 and b"\\" not in line[start:end] and line.endswith(b"}"):
+            return line[start:end].decode()
+        return self._decoder.decode(line).episode_id
+
+    def _add(self, briefs: list[str]) -> None:
         first = len(self.starts) - len(briefs)
-        for number, brief in enumerate(briefs, first):
-            self.by_id[brief.episode_id] = number
+        for number, episode_id in enumerate(briefs, first):
+            self.by_id[episode_id] = number
 
     def tokens(self, episode_id: str) -> dict[str, Any] | None:
-        """The episode's tokens for display: text pieces, mask, and log-probs aligned with the tokens."""
+        """The episode's tokens for display: text pieces, mask, and log-probs aligned with the tokens
+        (``{"damaged": why}`` when its record does not decode; None when there is none)."""
         with self._lock:
             number = self.by_id.get(episode_id)
             if number is None:
                 return None
-            record = msgspec.json.decode(self.line(number), type=TokenRecord)
+            try:
+                record = msgspec.json.decode(self.line(number), type=TokenRecord)
+            except (msgspec.DecodeError, UnicodeDecodeError) as error:
+                return {"damaged": f"{self.path.name}, line of {episode_id}: {error}"}
         mask = mask_from_runs(record.mask_runs)
         generated = iter(record.logprobs)
         return {
@@ -455,13 +513,13 @@ class EpisodeSource:
     episodes: EpisodeIndex
     tokens: TokenIndex
 
-    def refresh(self) -> bool:
-        return self.episodes.refresh()
+    def refresh(self, budget_s: float | None = None) -> bool:
+        return self.episodes.refresh(budget_s)
 
     def episode(self, number: int) -> dict[str, Any]:
         """Episode ``number``: its trajectory, its line in the list, and its tokens when the run kept them."""
         trajectory = self.episodes.trajectory(number)
-        self.tokens.refresh()
+        self.tokens.refresh()  # whole: the episode's record may be anywhere in the file
         episode_id = trajectory.get("episode_id")
         return {
             "row": self.episodes.row(number),
@@ -476,6 +534,8 @@ class EpisodeSource:
             "partial_tail": self.episodes.partial_tail,
             "has_tokens": self.tokens.path.exists(),
             "bytes": self.episodes.size,
+            "indexed_bytes": self.episodes.consumed,
+            "indexing": not self.episodes.caught_up,
         }
 
 
@@ -523,8 +583,10 @@ class RunDir:
                     found.append(relative)
         return found
 
-    def sources(self) -> dict[str, EpisodeSource]:
-        """Every episode source, refreshed (new ones found, appended lines indexed)."""
+    def sources(self, budget_s: float | None = None) -> dict[str, EpisodeSource]:
+        """Every episode source, refreshed: new ones found, appended lines indexed (for ``budget_s`` seconds
+        at most, when given: a large run's index then grows over several calls)."""
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
         with self._lock:
             rollout = (self.config or {}).get("rollout", {})
             max_turns = rollout.get("max_turns") if isinstance(rollout, dict) else None
@@ -535,12 +597,14 @@ class RunDir:
                         EpisodeIndex(folder / TRAJECTORIES_FILE, max_turns),  # evaluations use rollout's too
                         TokenIndex(folder / TOKENS_FILE),
                     )
-            for source in self._sources.values():
-                source.refresh()
-            return dict(self._sources)
+            sources = dict(self._sources)
+        for source in sources.values():
+            source.refresh(None if deadline is None else max(0.0, deadline - time.perf_counter()))
+        return sources
 
-    def describe(self) -> dict[str, Any]:
-        """The run for the page: its name, what it trained, its sources and metrics."""
+    def describe(self, budget_s: float | None = None) -> dict[str, Any]:
+        """The run for the page: its name, what it trained, its sources and metrics (``budget_s``: as
+        :meth:`sources`)."""
         self.metrics.refresh()
         if self.config is None:  # the viewer may have started before the run wrote it
             self.config = self._read_json("config.json")
@@ -553,6 +617,6 @@ class RunDir:
             "env": (config.get("env") or {}).get("id"),
             "model": (config.get("model") or {}).get("path"),
             "metrics": self.metrics.status(),
-            "sources": {name: source.status() for name, source in self.sources().items()},
+            "sources": {name: source.status() for name, source in self.sources(budget_s).items()},
             "eval_summary": summary,
         }

@@ -4,6 +4,7 @@
 "use strict";
 
 const POLL_MS = 3000;
+const POLL_INDEXING_MS = 700; // while a large run is still being indexed
 const PAGE = 50;
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
 const CHARTS = [
@@ -102,7 +103,7 @@ function renderNotices() {
 
 async function loadRuns() {
   state.runs = await api("/api/runs");
-  const signature = JSON.stringify(state.runs.map((r) => [r.metrics.bytes, Object.values(r.sources).map((s) => s.bytes)]));
+  const signature = JSON.stringify(state.runs.map((r) => [r.metrics.bytes, Object.values(r.sources).map((s) => [s.bytes, s.indexed_bytes])]));
   const changed = signature !== state.signature;
   state.signature = signature;
   renderRuns();
@@ -119,7 +120,11 @@ async function poll() {
       document.getElementById("updated").textContent = `offline (${error.message})`;
     }
   }
-  setTimeout(poll, POLL_MS);
+  setTimeout(poll, indexing() ? POLL_INDEXING_MS : POLL_MS);
+}
+
+function indexing() {
+  return state.runs.some((run) => Object.values(run.sources).some((source) => source.indexing));
 }
 
 // ----------------------------------------------------------------------------- curves
@@ -221,7 +226,8 @@ async function showEpisodes(params) {
   }
   const status = page.status;
   const skipped = status.corrupt ? `; ${status.corrupt} corrupt line${status.corrupt > 1 ? "s" : ""} skipped` : "";
-  info.textContent = `${page.total} of ${status.episodes} episodes match${skipped}.`;
+  const progress = status.indexing ? ` Indexing the file: ${Math.floor((100 * status.indexed_bytes) / status.bytes)}% read, the list grows.` : "";
+  info.textContent = `${page.total} of ${status.episodes} episodes match${skipped}.${progress}`;
   body.replaceChildren(...page.rows.map((row) =>
     el("tr", { "data-index": row.index, onclick: () => go("episode", { ...params, run: run.id, source, index: row.index }) },
       el("td", { text: row.index }),
@@ -282,6 +288,9 @@ function renderTokens(tokens) {
   if (!tokens) {
     return el("p", { class: "hint", id: "no-tokens", text: "No token record for this episode (the trainer writes tokens.jsonl beside its trajectories; eval and play runs have none)." });
   }
+  if (tokens.damaged) {
+    return el("p", { class: "notice", id: "no-tokens", text: `The token record of this episode is damaged: ${tokens.damaged}` });
+  }
   const trained = tokens.mask.reduce((a, b) => a + b, 0);
   const box = el("div", { class: "tokens", id: "tokens" });
   const fragment = document.createDocumentFragment();
@@ -312,6 +321,14 @@ function renderTokens(tokens) {
     box);
 }
 
+// The task's fields, open when short (a long metadata block would push the turns off the screen).
+function taskBlock(task) {
+  if (!Object.keys(task || {}).length) return null;
+  const text = JSON.stringify(task, null, 2);
+  const lines = text.split("\n").length;
+  return el("details", lines <= 12 ? { open: "" } : {}, el("summary", { text: `task (${Object.keys(task).join(", ")})` }), el("pre", { text }));
+}
+
 async function showEpisode(params) {
   const container = document.getElementById("episode");
   const { row, trajectory: t, tokens } = await api("/api/episode", { run: params.run, source: params.source, index: params.index });
@@ -327,7 +344,7 @@ async function showEpisode(params) {
       el("span", { class: row.success ? "solved" : "failed", id: "episode-result", text: row.success ? "solved" : "failed" }),
       el("span", { class: "kv" }, "ending ", el("b", { text: row.outcome })),
       el("span", { class: "kv" }, "seed ", el("b", { text: t.seed ?? "-" }))),
-    Object.keys(t.task || {}).length ? section("task", JSON.stringify(t.task, null, 2)) : null,
+    taskBlock(t.task),
     t.system_prompt ? el("details", {}, el("summary", { text: "system prompt" }), el("pre", { text: t.system_prompt })) : null,
     section("first observation", t.observation),
     (t.steps || []).map((step, i) => renderTurn(step, i, (t.latency_s || [])[i])),
@@ -359,7 +376,7 @@ async function start() {
   window.addEventListener("hashchange", render);
   await loadRuns();
   await render();
-  setTimeout(poll, POLL_MS);
+  setTimeout(poll, indexing() ? POLL_INDEXING_MS : POLL_MS);
 }
 
 start();

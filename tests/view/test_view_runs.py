@@ -180,3 +180,33 @@ def test_only_trajectory_files_inside_the_run_are_found(tmp_path, synthetic_run)
 @pytest.mark.parametrize("name", module_names(agentfly_view))
 def test_docstring_examples(name):
     run_docstring_examples(name)
+
+
+def test_a_large_file_is_indexed_a_chunk_at_a_time_within_a_budget(tmp_path, monkeypatch):
+    import agentfly_view.runs as runs
+
+    monkeypatch.setattr(runs, "CHUNK_BYTES", 1000)
+    path = tmp_path / "trajectories.jsonl"
+    long_line = line(99, text="x" * 3000)  # longer than a chunk: read whole all the same
+    path.write_bytes(b"".join(line(n) for n in range(30)) + long_line + line(31))
+    index = EpisodeIndex(path)
+    assert index.refresh(budget_s=0) and not index.caught_up and 0 < len(index) < 30
+    assert not index.partial_tail
+    index.refresh()
+    assert index.caught_up and len(index) == 32 and index.episode_ids[30] == "24-3-0"
+    assert json.loads(index.line(30))["steps"][0]["action"] == "x" * 3000
+
+
+def test_token_ids_are_read_from_the_line_start_or_decoded_and_damage_shows_on_opening(tmp_path):
+    path = tmp_path / TOKENS_FILE
+    plain = TokenRecord("0-0-0", [1, 2], [1, 1], [-0.5], ["a", "b"])
+    quoted = TokenRecord('eval "7"', [3], [0, 1], [-0.25], ["c"])  # escapes in the id: decoded
+    damaged = msgspec.json.encode(TokenRecord("0-1-0", [4], [1], [], ["d"]))[:-3] + b"\n"
+    path.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in (plain, quoted)) + damaged)
+    index = TokenIndex(path)
+    index.refresh()
+    assert index.tokens('eval "7"')["mask"] == [1] and index.tokens("0-0-0")["pieces"] == ["a", "b"]
+    assert index.tokens("0-1-0") is None and index.corrupt == 1  # cut short: no closing brace
+    path.write_bytes(path.read_bytes().replace(b'"pieces":["a","b"]', b'"pieces":["a",7]'))
+    index.refresh()
+    assert "damaged" in index.tokens("0-0-0")
