@@ -46,16 +46,29 @@ MODES = ("text", "text_rich")
 # --------------------------------------------------------------------------------------- step 1: walk
 
 
-def _env(data_dir: Path, mode: str, cache_dir: Path) -> Any:
+def _envs(data_dir: Path, cache_dir: Path) -> dict[tuple[str, bool], Any]:
+    """This project's env in each text mode, without and with the Attributes sub-page."""
     from agentfly_envs.webshop import WebShopEnv
 
-    return WebShopEnv(data_dir=data_dir, split="all", observation_mode=mode, cache_dir=cache_dir, max_turns=10_000)
+    return {
+        (mode, show_attrs): WebShopEnv(
+            data_dir=data_dir,
+            split="all",
+            observation_mode=mode,
+            show_attrs=show_attrs,
+            cache_dir=cache_dir,
+            max_turns=10_000,
+        )
+        for mode in MODES
+        for show_attrs in (False, True)
+    }
 
 
-def _replay(walk: dict[str, Any], envs: dict[str, Any]) -> list[dict[str, Any]]:
+def _replay(walk: dict[str, Any], envs: dict[tuple[str, bool], Any]) -> list[dict[str, Any]]:
     """This project's view of every step of ``walk``: one entry for the start, one per action."""
     steps = []
-    for mode, env in envs.items():
+    for mode in MODES:
+        env = envs[mode, walk["show_attrs"]]
         observation, info = env.reset(options={"task": walk["task"]})
         views = [{"observation": observation, "available": info["available_actions"], "reward": 0.0, "done": False}]
         for action in walk["actions"]:
@@ -121,11 +134,12 @@ def write_catalog(directory: Path, num_products: int, seed: int) -> Path:
 
 def design_walks(count: int, seed: int, num_products: int, directory: Path) -> dict[str, Any]:
     data_dir = write_catalog(directory / "data", num_products, seed)
-    envs = {mode: _env(data_dir, mode, directory / "cache") for mode in MODES}
+    envs = _envs(data_dir, directory / "cache")
     rng = random.Random(seed)
     walks = []
     for number in range(count):
-        env = envs["text"]
+        show_attrs = number % 3 == 2
+        env = envs["text", show_attrs]
         task = env.tasks[rng.randrange(len(env.tasks))]
         observation, info = env.reset(options={"task": task})
         actions: list[str] = []
@@ -135,9 +149,9 @@ def design_walks(count: int, seed: int, num_products: int, directory: Path) -> d
             _, _, terminated, _, info = env.step(action)
             if terminated:
                 break
-        walks.append({"task": task, "actions": actions, "number": number})
+        walks.append({"task": task, "actions": actions, "number": number, "show_attrs": show_attrs})
     searches: dict[str, list[str]] = {}
-    catalog_env = envs["text"]
+    catalog_env = envs["text", False]
     for walk in walks:  # the ranking each search gets here, for the original's stand-in search engine
         for action in walk["actions"]:
             if action.startswith("search[") and action.endswith("]") and len(action) > 8:
@@ -209,6 +223,7 @@ def replay_with_original(checkout: Path, data: dict[str, Any]) -> dict[str, Any]
     )
     env.server.product_prices.update(data["prices"])
     for walk in data["walks"]:
+        env.server.show_attrs = walk["show_attrs"]
         env.server.assigned_instruction_text = walk["task"]["prompt"]
         env.reset(session=f"walk{walk['number']}")
         env.server.user_sessions[env.session]["goal"] = {
@@ -247,6 +262,7 @@ def compact(data: dict[str, Any]) -> dict[str, Any]:
             "task": w["task"],
             "actions": w["actions"],
             "number": w["number"],
+            "show_attrs": w["show_attrs"],
             "digests": [view_digest(v) for v in w["original"]],
         }
         for w in data["walks"]
@@ -257,7 +273,7 @@ def compact(data: dict[str, Any]) -> dict[str, Any]:
 def differences(data: dict[str, Any], data_dir: Path, cache_dir: Path) -> list[tuple[int, int, str, Any, Any]]:
     """(walk, step, what, ours, the original's) for every compared value that differs; against a fixture
     that has only digests, "what" is ``page`` and the original's value its digest."""
-    envs = {mode: _env(data_dir, mode, cache_dir) for mode in MODES}
+    envs = _envs(data_dir, cache_dir)
     found = []
     for walk in data["walks"]:
         ours = _replay(walk, envs)

@@ -243,7 +243,9 @@ class Session:
             for review in product.reviews if self.show_reviews else ():
                 segments += [_Segment(f'"{review.title}"'), _Segment(str(review.score)), _Segment(review.body)]
             return segments
-        return segments + [_Segment(attribute) for attribute in product.attributes]
+        # The Attributes page (show_attrs) ends with the product's category, search query and category path.
+        attributes = [_Segment(f" {attribute}") for attribute in product.attributes]
+        return [*segments, *attributes, *map(_Segment, (product.category, product.query, product.product_category))]
 
     def _done_segments(self) -> list[_Segment]:
         """The original's done page as its text env reads it: the MTurk template, with what it is not given

@@ -208,7 +208,9 @@ def test_attributes_sub_page_only_with_show_attrs(cache):
     assert "attributes" in env.session.available()["clickables"]
     observation, *_ = env.step("click[Attributes]")
     product = env.catalog.product(env.session.product)
-    assert observation.endswith(" [SEP] ".join(product.attributes))
+    # As the original: the attributes, then the product's category, search query and category path.
+    tail = [*product.attributes, product.category, product.query, product.product_category]
+    assert observation.endswith("< Prev [SEP] " + " [SEP] ".join(tail))
     env.close()
 
 

@@ -177,14 +177,15 @@ def test_the_reward_stays_within_0_and_1_for_any_goal_and_purchase(
 
 def test_every_page_equals_the_released_text_envs_on_300_walks(tmp_path):
     """Both text modes, the clickables, the search bar, rewards and episode ends, page for page: search,
-    results (past the last page too), item, its sub-pages, done; searches from any page, clicks on what the
-    page does not offer, values with spaces around them, option values that JSON escapes, empty descriptions
-    and feature lists."""
+    results (past the last page too), item, its sub-pages (Attributes with show_attrs), done; searches from
+    any page, clicks on what the page does not offer, values with spaces around them, option values that
+    JSON escapes, empty descriptions and feature lists."""
     data = read_json(PAGES)
     actions = [action for walk in data["walks"] for action in walk["actions"]]
-    for wanted in ("click[next >]", "click[< prev]", "click[description]", "click[features]", "click[reviews]"):
-        assert wanted in actions
-    assert sum(len(walk["digests"]) for walk in data["walks"]) == 3940
+    clicks = ("next >", "< prev", "back to search", "description", "features", "reviews", "attributes", "buy now")
+    assert {f"click[{name}]" for name in clicks} <= set(actions)
+    assert any(walk["show_attrs"] for walk in data["walks"]) and not all(walk["show_attrs"] for walk in data["walks"])
+    assert sum(len(walk["digests"]) for walk in data["walks"]) == 3878
     data_dir = write_catalog(tmp_path / "data", data["num_products"], data["seed"])
     found = differences(data, data_dir, tmp_path / "cache")
     first = found[0][:4] if found else None
