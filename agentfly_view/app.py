@@ -5,8 +5,9 @@ script and uPlot, the charting library, are package files, so nothing comes from
 plain functions, which Starlette runs in worker threads.
 
 A large run opens at once: while the server runs, a background thread indexes every run (and keeps
-indexing what is appended), and a request indexes for :data:`BUDGET_S` at most itself before it answers
-with what is indexed so far; the page says how far indexing has got and refreshes until it is done.
+indexing what is appended), and a request answers from what is indexed so far (indexing one chunk
+itself at most; without the thread, as under a test client, for :data:`BUDGET_S`); the page says how
+far indexing has got and refreshes until it is done.
 
 API (all ``GET``, JSON; runs by number, episode sources by their folder inside the run):
 
@@ -49,7 +50,7 @@ from agentfly_view.runs import EpisodeFilter, EpisodeSource, RunDir
 #: The page, its script and the vendored charting library.
 STATIC = Path(str(resources.files("agentfly_view") / "data"))
 MAX_PAGE = 500
-#: Seconds a request spends indexing new lines before it answers from what is indexed.
+#: Seconds a request spends indexing new lines before it answers, when no background thread indexes.
 BUDGET_S = 0.3
 #: Seconds between the background indexer's looks at files that are caught up (live runs).
 WATCH_S = 1.0
@@ -91,6 +92,11 @@ def _number(request: Request, name: str, kind: type = int, default: Any = None) 
 
 def create_app(runs: Sequence[RunDir]) -> Starlette:
     """The viewer over ``runs`` (their order gives their numbers in the API)."""
+    indexer_running = threading.Event()
+
+    def budget() -> float:
+        """How long a request indexes: a chunk when the background thread does the rest."""
+        return 0.0 if indexer_running.is_set() else BUDGET_S
 
     def run_at(request: Request, name: str = "run") -> RunDir:
         number = _number(request, name, default=0)
@@ -101,13 +107,13 @@ def create_app(runs: Sequence[RunDir]) -> Starlette:
     def source_of(request: Request) -> EpisodeSource:
         run = run_at(request)
         name = request.query_params.get("source", ".")
-        sources = run.sources(BUDGET_S)
+        sources = run.sources(budget())
         if name not in sources:  # only folders found inside the run: never a path the client made up
             raise ApiError(404, f"{run.name} has no episodes at {name!r}")
         return sources[name]
 
     def list_runs(request: Request) -> list[dict[str, Any]]:
-        return [{"id": number, **run.describe(BUDGET_S)} for number, run in enumerate(runs)]
+        return [{"id": number, **run.describe(budget())} for number, run in enumerate(runs)]
 
     def curves(request: Request) -> list[dict[str, Any]]:
         wanted = [part for part in request.query_params.get("runs", "0").split(",") if part]
@@ -117,7 +123,7 @@ def create_app(runs: Sequence[RunDir]) -> Starlette:
                 raise ApiError(404, f"no run {part}")
             run = runs[int(part)]
             run.metrics.refresh()
-            sources = run.sources(BUDGET_S)
+            sources = run.sources(budget())
             root = sources.get(".") or next(iter(sources.values()), None)
             out.append(
                 {
@@ -170,9 +176,11 @@ def create_app(runs: Sequence[RunDir]) -> Starlette:
         stop = threading.Event()
         indexer = threading.Thread(target=keep_indexed, args=(runs, stop), name="agentfly-view-indexer", daemon=True)
         indexer.start()
+        indexer_running.set()
         try:
             yield
         finally:
+            indexer_running.clear()
             stop.set()
             indexer.join(timeout=10)
 

@@ -34,8 +34,8 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import json
-import mmap
 import os
 import re
 import threading
@@ -53,7 +53,7 @@ from agentfly_train.tokens_log import TOKENS_FILE, TokenRecord, mask_from_runs
 TRAJECTORIES_FILE = "trajectories.jsonl"
 METRICS_FILE = "metrics.jsonl"
 #: Bytes read per step of indexing: a reader waits for one step at most.
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20
 #: How deep under a run directory trajectory files are looked for (``stages/<name>/eval/`` is 3 deep).
 SEARCH_DEPTH = 4
 #: Folders of a run that hold no records (model weights), not walked.
@@ -384,24 +384,27 @@ class EpisodeIndex(JsonlFile):
             return np.flatnonzero(keep)
 
     def _matching(self, text: str) -> np.ndarray:
-        """A mask of the episodes whose line holds ``text`` (as JSON writes it), case-insensitively.
+        """A mask of the episodes whose line holds ``text`` (as JSON writes it; ASCII letters in any case).
 
-        One scan of the file's bytes; the last query's answer is kept while the file has not grown.
+        One scan of the file's bytes, skipping to the next line after each hit; the last query's answer
+        is kept while the file has not grown.
         """
         if self._search is not None and self._search[:2] == (text, len(self)):
             return self._search[2]
         found = np.zeros(len(self), dtype=bool)
-        needle = re.compile(re.escape(msgspec.json.encode(text)[1:-1]), re.IGNORECASE)
-        if self.consumed:
-            starts, ends = np.asarray(self.starts), np.asarray(self.ends)
-            with (
-                open(self.path, "rb") as handle,
-                mmap.mmap(handle.fileno(), self.consumed, access=mmap.ACCESS_READ) as m,
-            ):
-                hits = np.fromiter((match.start() for match in needle.finditer(m)), dtype=np.int64)
-            lines = np.searchsorted(starts, hits, side="right") - 1
-            lines = lines[(lines >= 0) & (hits < ends[np.maximum(lines, 0)])]
-            found[lines] = True
+        needle = msgspec.json.encode(text)[1:-1].lower()
+        if self.consumed and needle:
+            with open(self.path, "rb") as handle:
+                data = handle.read(self.consumed).lower()
+            starts, ends = self.starts, self.ends
+            position = data.find(needle)
+            while position != -1:
+                number = bisect.bisect_right(starts, position) - 1
+                if number >= 0 and position < ends[number]:
+                    found[number] = True
+                    position = data.find(needle, ends[number])
+                else:  # in a damaged line
+                    position = data.find(needle, position + 1)
         self._search = (text, len(self), found)
         return found
 
