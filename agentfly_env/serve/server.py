@@ -203,6 +203,10 @@ class _Session:
             raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"the env failed: {error!r}") from None
 
 
+#: Frames a client may send while it waits for its env; they are answered once it has one.
+MAX_EARLY_FRAMES = 8
+
+
 async def _serve_session(websocket: WebSocket, manager: SessionManager) -> None:
     """One WebSocket session, from the accept to the close."""
     config = manager.config
@@ -216,15 +220,23 @@ async def _serve_session(websocket: WebSocket, manager: SessionManager) -> None:
     try:
         if "session_id" in websocket.query_params:  # OpenEnv's attach to an HTTP MCP session: none here
             raise ProtocolError(ErrorCode.SESSION_ERROR, f"unknown session_id {websocket.query_params['session_id']!r}")
-        async with manager.session() as session:
+        async with contextlib.AsyncExitStack() as held:
+            opening = asyncio.ensure_future(held.enter_async_context(manager.session()))
+            early = await _wait_for_env(websocket, opening)
+            if early is None:  # the client left while it waited: it never takes an env
+                return
+            session = opening.result()
             while True:
-                try:
-                    async with asyncio.timeout(config.idle_timeout_s):
-                        message = await websocket.receive()
-                except TimeoutError:
-                    raise ProtocolError(
-                        ErrorCode.SESSION_ERROR, f"idle for {config.idle_timeout_s:g}s: session closed"
-                    ) from None
+                if early:
+                    message = early.pop(0)
+                else:
+                    try:
+                        async with asyncio.timeout(config.idle_timeout_s):
+                            message = await websocket.receive()
+                    except TimeoutError:
+                        raise ProtocolError(
+                            ErrorCode.SESSION_ERROR, f"idle for {config.idle_timeout_s:g}s: session closed"
+                        ) from None
                 if message["type"] == "websocket.disconnect":
                     return
                 frame = message.get("text")
@@ -254,6 +266,42 @@ async def _serve_session(websocket: WebSocket, manager: SessionManager) -> None:
         return
     with contextlib.suppress(Exception):
         await websocket.close(close_code)
+
+
+async def _wait_for_env(websocket: WebSocket, opening: asyncio.Future[_Session]) -> list[Any] | None:
+    """Wait for the session's env while watching the client: the frames it sent meanwhile, or None
+    if it left (the wait is then cancelled, so a client gone from the queue takes no env).
+
+    Raises:
+        ProtocolError: The session could not open (at capacity, the env failed), or the client sent
+            more than :data:`MAX_EARLY_FRAMES` frames before it did.
+    """
+    early: list[Any] = []
+    while not opening.done():
+        receiving = asyncio.ensure_future(websocket.receive())
+        await asyncio.wait({opening, receiving}, return_when=asyncio.FIRST_COMPLETED)
+        if not receiving.done():
+            receiving.cancel()  # the frame stays queued for the session (uvicorn's queue is cancel-safe)
+            with contextlib.suppress(asyncio.CancelledError):
+                await receiving
+        if receiving.done() and not receiving.cancelled():
+            message = receiving.result()
+            if message["type"] == "websocket.disconnect":
+                await _abandon(opening)
+                return None
+            early.append(message)
+            if len(early) > MAX_EARLY_FRAMES:
+                await _abandon(opening)
+                raise ProtocolError(ErrorCode.SESSION_ERROR, f"more than {MAX_EARLY_FRAMES} frames before a session")
+    opening.result()  # raises why the session could not open
+    return early
+
+
+async def _abandon(opening: asyncio.Future[Any]) -> None:
+    """Stop waiting for an env; one leased at the last moment goes back with the session's exit stack."""
+    opening.cancel()
+    with contextlib.suppress(asyncio.CancelledError, ProtocolError):
+        await opening
 
 
 class _BearerToken:

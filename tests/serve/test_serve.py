@@ -360,3 +360,17 @@ def test_remote_v0_starts_a_new_session_when_the_server_closed_its_idle_one():
         assert env.reset()[0] == "Say something." and env.step("bye")[2] is True
         assert served.sessions()["opened"] == 2
         env.close()
+
+
+async def test_a_client_that_leaves_the_queue_never_takes_an_env():
+    with serving(SlowEcho, max_sessions=1) as served:
+        async with connect(ws_url(served)) as first:
+            await request(first, {"type": "reset"})
+            leaving = await connect(ws_url(served))
+            await asyncio.to_thread(served.wait_until, lambda stats: stats["pool"]["waiting"] == 1)
+            await leaving.close()
+            await asyncio.to_thread(served.wait_until, lambda stats: stats["pool"]["waiting"] == 0)
+        async with connect(ws_url(served)) as third:
+            assert (await request(third, {"type": "reset"}))["type"] == "observation"
+        stats = await asyncio.to_thread(served.wait_until, lambda stats: stats["active_sessions"] == 0)
+        assert stats["opened"] == 2 and stats["pool"]["in_use"] == 0
