@@ -37,6 +37,7 @@ from agentfly_train.generation import Generator
 from agentfly_train.generation.openai import OpenAIChatClient
 from agentfly_train.metrics import episode_metrics, per_env_metrics, sequence_metrics
 from agentfly_train.rollout import Episode, EpisodeStats, reset_episode, step_episode
+from agentfly_train.tokens_log import TOKENS_FILE, write_token_log
 
 
 def evaluate(
@@ -82,7 +83,7 @@ def evaluate(
             source = f"{client.model} at {client.url}"
             metrics = episode_metrics(episodes)
         else:
-            local = _local_episodes(config, model, tokenizer, envs, seeds, generator)
+            local, tokenizer = _local_episodes(config, model, tokenizer, envs, seeds, generator)
             episodes, metrics = list(local), {**episode_metrics(local), **sequence_metrics(local)}
             source = config.model.path if model is None else type(model).__name__
         if config.env.mix:
@@ -95,6 +96,8 @@ def evaluate(
         for episode in episodes:
             if episode.trajectory is not None:
                 writer.write(episode.trajectory)
+    if client is None:  # played as tokens here: what the model generated, for agentfly-view
+        write_token_log(out / TOKENS_FILE, local, tokenizer)
     summary: dict[str, Any] = {
         "model": source,
         "env": config.env.id,
@@ -116,7 +119,8 @@ def _local_episodes(
     envs: ResourcePool[EnvHandle],
     seeds: list[int],
     generator: Generator | None = None,
-) -> list[Episode]:
+) -> tuple[list[Episode], Any]:
+    """The episodes played locally, and the tokenizer (the one loaded here when no model was given)."""
     from agentfly_train.chat import ChatFormat
     from agentfly_train.generation import build_generator
     from agentfly_train.models import (
@@ -154,7 +158,7 @@ def _local_episodes(
     finally:
         if owned and hasattr(generator, "close"):
             generator.close()
-    return episodes
+    return episodes, tokenizer
 
 
 async def _served_episodes(

@@ -132,3 +132,23 @@ def test_the_cli_finds_runs_and_the_trainer_names_the_viewer(synthetic_run, tmp_
     console = Console(width=200)
     _print_summary(console, {"steps": 1, "metrics": str(synthetic_run / "metrics.jsonl")}, 1.0)
     assert f"agentfly-view {synthetic_run}" in capsys.readouterr().out
+
+
+def test_an_evaluation_records_its_tokens_beside_its_trajectories(tokenizer, tmp_path):
+    import msgspec
+    from test_train_learning import ShoutEnv, shout_config
+    from test_train_rollout import tiny_model
+
+    from agentfly_train.evaluate import evaluate
+
+    config = shout_config("grpo", tmp_path)
+    config = msgspec.structs.replace(config, eval=msgspec.structs.replace(config.eval, episodes=3, concurrency=3))
+    evaluate(config, model=tiny_model(tokenizer), tokenizer=tokenizer, env_fn=lambda: ShoutEnv(max_turns=3))
+    client = TestClient(create_app([RunDir(tmp_path)]))
+    assert client.get("/api/runs").json()[0]["sources"]["eval"]["has_tokens"]
+    for index in range(3):
+        episode = client.get("/api/episode", params={"source": "eval", "index": index}).json()
+        tokens, turns = episode["tokens"], episode["trajectory"]["steps"]
+        assert tokens["pieces"][0] == "<|im_start|>" and sum(tokens["mask"]) > 0
+        # each model turn is a run of generated tokens
+        assert sum(1 for a, b in zip([0, *tokens["mask"]], tokens["mask"]) if b and not a) == len(turns)
