@@ -104,6 +104,10 @@ def _next_action(rng: random.Random, available: dict[str, Any], instruction: str
     choice = rng.choice(clickables)
     if rng.random() < 0.1:
         choice = choice.upper() if rng.random() < 0.5 else f" {choice} "
+    if rng.random() < 0.1:  # the original's reading of a turn: what it accepts and what it ignores
+        return rng.choice(["{} please", " {}", "{}\n", "\n{}", "Click[{}]", "{} search[x]", "{} [y]"]).format(
+            f"click[{choice}]"
+        )
     return f"click[{choice}]"
 
 

@@ -4,7 +4,7 @@ Each episode gives one goal's instruction; the shopper searches, opens products,
 Clicking ``Buy Now`` ends the episode with the original reward. The same two actions exist in two forms:
 
 * ``action_mode="text"`` (default): the model's turn is one WebShop action, ``search[red shoes]`` or
-  ``click[Buy Now]`` (read by the framework's bracket parser).
+  ``click[Buy Now]``, read as the released text env reads it (:class:`OriginalActionParser`).
 * ``action_mode="tools"``: ``search`` and ``click`` are tools (``info["tools"]`` has their schemas), called
   in any function-calling format (``parser=``, default ``hermes``).
 
@@ -51,7 +51,7 @@ from agentfly_envs.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV
 from agentfly_envs.webshop.reward import webshop_reward
 from agentfly_envs.webshop.shared import DEFAULT_NUM_GOALS, shared_catalog
 
-__all__ = ["SYSTEM_PROMPT", "WebShopEnv", "click", "search"]
+__all__ = ["SYSTEM_PROMPT", "OriginalActionParser", "WebShopEnv", "click", "search"]
 
 SYSTEM_PROMPT = (
     "You are shopping on WebShop, an online store. Find the product the instruction describes, choose the "
@@ -81,6 +81,34 @@ async def click(value: str, env: Any, turn: TurnReport) -> str:
         value: The text of what to click, as shown, e.g. "Next >", "B07XYZ1234", "large" or "Buy Now".
     """
     return await env.act("click", value, turn)
+
+
+class OriginalActionParser(BracketParser):
+    """The released text env's reading of a turn (``parse_action``: ``re.match(r"(.+)\\[(.+)\\]", turn)``).
+
+    Its quirks, kept: the turn is not stripped (``" click[x]"`` names `` click``, no action); text after the
+    action is ignored (``click[x] please`` clicks ``x``); the brackets are the *last* ``]`` of the first
+    line and the last ``[`` before it (``click[size [large]]`` names ``click[size `` and does nothing);
+    an empty argument is no action (``search[]``); nothing is unescaped. A name that is no identifier is a
+    parse error here, other names are calls (an unknown tool), so both change nothing, as in the original.
+    The same reading in linear time: the regex backtracks quadratically on long turns.
+
+    Example:
+        >>> parse = OriginalActionParser().parse
+        >>> parse("click[Buy Now] please").calls, parse("click[size [large]]").calls, parse("search[]").calls
+        ([ToolCall(name='click', arguments='Buy Now', id=None)], [], [])
+    """
+
+    def _scan(self, text: str, found: Any) -> None:
+        line = text.split("\n", 1)[0]  # the regex's "." stops at a newline
+        close = line.rfind("]")
+        open_ = line.rfind("[", 1, max(close - 1, 1))  # a name of one character at least, an argument too
+        if close < 0 or open_ < 0:
+            found.fail("No action found: the reply must start with one action.", text)
+        elif not self._IDENTIFIER.fullmatch(line[:open_]):
+            found.fail(f"No action found: {line[:open_][:60]!r} is not an action name.", text)
+        else:
+            found.calls.append(ToolCall(line[:open_], line[open_ + 1 : close]))
 
 
 @dataclass
@@ -195,7 +223,7 @@ class WebShopEnv(ToolEnv):
             tools=[search, click],
             tasks=GoalTasks(self.catalog.goals(human_goals), split),
             reward=reward or webshop_reward,
-            parser=BracketParser() if action_mode == "text" else (parser or "hermes"),
+            parser=OriginalActionParser() if action_mode == "text" else (parser or "hermes"),
             answer_mode="none",  # an episode ends by buying
             max_calls_per_turn=1,
             **kwargs,

@@ -247,12 +247,15 @@ def test_actions_the_page_does_not_offer_change_nothing(env, explaining_env, whe
 @pytest.mark.parametrize(
     ("action", "error", "said"),
     [
-        ("click[Buy Now", "parse_error", "Unbalanced brackets"),
-        ("search[lamp] click[Buy Now]", "parse_error", "exactly one action"),
+        ("click[Buy Now", "parse_error", "No action found"),
+        ("search[lamp] click[Buy Now]", "parse_error", "'search[lamp] click' is not an action name"),
         ("I think I should search for a lamp.", "parse_error", "No action found"),
         ("", "parse_error", "No action found"),
+        (" search[lamp]", "parse_error", "' search' is not an action name"),  # not stripped, as the original
+        ("\nsearch[lamp]", "parse_error", "No action found"),  # the action must be on the first line
         ("buy[lamp]", "unknown_tool", "unknown tool `buy`. Available tools: search, click"),
-        ("search[]", "invalid_action", "search needs keywords"),
+        ("Search[lamp]", "unknown_tool", "unknown tool `Search`"),
+        ("search[]", "parse_error", "No action found"),
         ("search[   ]", "invalid_action", "search needs keywords"),
         ("<answer>done</answer>", "parse_error", "No action found"),
     ],

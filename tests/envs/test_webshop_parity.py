@@ -11,6 +11,7 @@ designed purchases of ``fixtures/webshop_reward_parity.json.gz`` (made and score
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from agentfly_bench.webshop_pages_parity import differences, write_catalog
 from agentfly_bench.webshop_parity import mismatches, read_json
+from agentfly_envs.webshop.env import OriginalActionParser
 from agentfly_envs.webshop.nouns import noun_extractor
 from agentfly_envs.webshop.products import Product
 from agentfly_envs.webshop.reward import (
@@ -178,15 +180,32 @@ def test_the_reward_stays_within_0_and_1_for_any_goal_and_purchase(
 def test_every_page_equals_the_released_text_envs_on_300_walks(tmp_path):
     """Both text modes, the clickables, the search bar, rewards and episode ends, page for page: search,
     results (past the last page too), item, its sub-pages (Attributes with show_attrs), done; searches from
-    any page, clicks on what the page does not offer, values with spaces around them, option values that
-    JSON escapes, empty descriptions and feature lists."""
+    any page, clicks on what the page does not offer, values with spaces around them, turns the original
+    reads its own way (text after the action, a leading space or newline), option values that JSON escapes,
+    empty descriptions and feature lists."""
     data = read_json(PAGES)
     actions = [action for walk in data["walks"] for action in walk["actions"]]
     clicks = ("next >", "< prev", "back to search", "description", "features", "reviews", "attributes", "buy now")
     assert {f"click[{name}]" for name in clicks} <= set(actions)
     assert any(walk["show_attrs"] for walk in data["walks"]) and not all(walk["show_attrs"] for walk in data["walks"])
-    assert sum(len(walk["digests"]) for walk in data["walks"]) == 3878
+    assert sum(len(walk["digests"]) for walk in data["walks"]) == 4002
     data_dir = write_catalog(tmp_path / "data", data["num_products"], data["seed"])
     found = differences(data, data_dir, tmp_path / "cache")
     first = found[0][:4] if found else None
     assert not found, f"{len(found)} pages differ from the original's; the first (walk, step, what, ours): {first}"
+
+
+# ----------------------------------------------------------------------------------------- actions
+
+#: The pattern the released text env reads a turn with (``parse_action`` in ``engine/engine.py``).
+RELEASED_ACTION = re.compile(r"(.+)\[(.+)\]")
+
+
+@given(st.text(alphabet="ab[] \n", max_size=14) | st.text(max_size=30))
+def test_actions_are_read_as_the_released_text_env_reads_them(turn):
+    match = RELEASED_ACTION.match(turn)
+    calls = OriginalActionParser().parse(turn).calls
+    if match is None or not re.fullmatch(r"[A-Za-z_]\w*", match.group(1), re.ASCII):
+        assert calls == []  # no action, or a name that is none: nothing happens either way
+    else:
+        assert [(call.name, call.arguments) for call in calls] == [match.groups()]
