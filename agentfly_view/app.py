@@ -122,14 +122,13 @@ def create_app(runs: Sequence[RunDir]) -> Starlette:
             if not part.isdigit() or int(part) >= len(runs):
                 raise ApiError(404, f"no run {part}")
             run = runs[int(part)]
-            run.metrics.refresh()
             sources = run.sources(budget())
             root = sources.get(".") or next(iter(sources.values()), None)
             out.append(
                 {
                     "id": int(part),
                     "name": run.name,
-                    "metrics": run.metrics.series(),
+                    "metrics": run.metric_series(),
                     "episodes": root.episodes.curves() if root is not None else {"x_label": "step", "envs": {}},
                 }
             )

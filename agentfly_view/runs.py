@@ -52,6 +52,7 @@ from agentfly_train.tokens_log import TOKENS_FILE, TokenRecord, mask_from_runs
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
 METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_FOLDER = "tensorboard"
 #: Bytes read per step of indexing: a reader waits for one step at most.
 CHUNK_BYTES = 1 << 20
 #: How deep under a run directory trajectory files are looked for (``stages/<name>/eval/`` is 3 deep).
@@ -560,6 +561,7 @@ class RunDir:
         self.metrics = MetricsFile(self.root / METRICS_FILE)
         self._sources: dict[str, EpisodeSource] = {}
         self._lock = threading.Lock()
+        self._tensorboard: tuple[tuple[tuple[str, int], ...], dict[str, dict[str, list[float]]]] = ((), {})
 
     def _read_json(self, relative: str) -> dict[str, Any] | None:
         path = self.inside(relative)
@@ -573,6 +575,44 @@ class RunDir:
         """``relative`` under the run's folder, or None when it resolves (``..``, a symlink) elsewhere."""
         path = (self.root / relative).resolve()
         return path if path.is_relative_to(self.root) else None
+
+    def metric_series(self) -> dict[str, dict[str, list[float]]]:
+        """Every metric by step: ``metrics.jsonl``'s, or the TensorBoard scalars of a run that logged only
+        there (the OpenRLHF backend)."""
+        self.metrics.refresh()
+        return self.metrics.series() if len(self.metrics) else self._tensorboard_series()
+
+    def _tensorboard_series(self) -> dict[str, dict[str, list[float]]]:
+        """Scalars of ``tensorboard/`` and its subfolders (``train/`` dropped from tags), read with
+        TensorBoard's own reader where it is installed (the ``train`` extra), again when a file grew."""
+        top = self.inside(TENSORBOARD_FOLDER)
+        if top is None or not top.is_dir():
+            return {}
+        folders = [
+            f for f in (top, *sorted(top.iterdir())) if f.is_dir() and self.inside(str(f.relative_to(self.root)))
+        ]
+        files = {f: sorted(f.glob("events.out.tfevents.*")) for f in folders}
+        folders = [f for f in folders if files[f]]
+        signature = tuple((str(path), path.stat().st_size) for f in folders for path in files[f])
+        if signature == self._tensorboard[0]:
+            return self._tensorboard[1]
+        try:
+            from tensorboard.backend.event_processing import event_accumulator
+        except ImportError:
+            return {}
+        series: dict[str, dict[str, list[float]]] = {}
+        for folder in folders:
+            events = event_accumulator.EventAccumulator(str(folder), size_guidance={event_accumulator.SCALARS: 0})
+            events.Reload()
+            prefix = "" if len(folders) == 1 else f"{folder.relative_to(top).as_posix()}/"
+            for tag in events.Tags()["scalars"]:
+                scalars = events.Scalars(tag)
+                series[prefix + tag.removeprefix("train/")] = {
+                    "x": [e.step for e in scalars],
+                    "y": [e.value for e in scalars],
+                }
+        self._tensorboard = (signature, series)
+        return series
 
     def _discover(self) -> list[str]:
         """Folders (relative, POSIX) that hold a trajectories.jsonl inside the run."""

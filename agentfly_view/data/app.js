@@ -8,7 +8,7 @@ const POLL_INDEXING_MS = 700; // while a large run is still being indexed
 const PAGE = 50;
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
 const CHARTS = [
-  { title: "Reward", metrics: ["reward_mean"], env: "reward" },
+  { title: "Reward", metrics: ["reward_mean", "reward"], env: "reward" },
   { title: "Success rate", metrics: ["success_rate"], env: "success" },
   { title: "Turns per episode", metrics: ["turns_per_episode"], env: "turns" },
   { title: "Tool calls per episode", metrics: ["tool_calls_per_episode"], env: "tool_calls" },

@@ -152,3 +152,28 @@ def test_an_evaluation_records_its_tokens_beside_its_trajectories(tokenizer, tmp
         assert tokens["pieces"][0] == "<|im_start|>" and sum(tokens["mask"]) > 0
         # each model turn is a run of generated tokens
         assert sum(1 for a, b in zip([0, *tokens["mask"]], tokens["mask"]) if b and not a) == len(turns)
+
+
+def test_a_run_that_logged_only_to_tensorboard_has_its_curves(tmp_path):
+    """The OpenRLHF backend writes TensorBoard events (``train/`` tags), no metrics.jsonl."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "tensorboard" / "openrlhf"))
+    for step in range(1, 4):
+        writer.add_scalar("train/reward", step / 4, step)
+        writer.add_scalar("train/kl", step / 100, step)
+    writer.close()
+    client = TestClient(create_app([RunDir(tmp_path)]))
+    metrics = client.get("/api/curves").json()[0]["metrics"]
+    assert metrics["reward"] == {"x": [1, 2, 3], "y": [0.25, 0.5, 0.75]}
+    assert metrics["kl"]["x"] == [1, 2, 3] and metrics["kl"]["y"] == pytest.approx([0.01, 0.02, 0.03])
+
+
+def test_the_viewer_binds_to_loopback_unless_told_otherwise(synthetic_run, monkeypatch):
+    import uvicorn
+
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: calls.append(options))
+    assert main([str(synthetic_run)]) == 0
+    assert main([str(synthetic_run), "--host", "0.0.0.0", "--port", "9001"]) == 0
+    assert [(c["host"], c["port"]) for c in calls] == [("127.0.0.1", 8600), ("0.0.0.0", 9001)]
