@@ -57,7 +57,7 @@ def synthetic_trajectory(number: int, per_step: int, rng: random.Random) -> Traj
                     action=f"<answer>{answer}</answer>",
                     observation="",
                     reward=1.0 if success and last else 0.0,
-                    terminated=last and turns < MAX_TURNS,
+                    terminated=last and (success or turns < MAX_TURNS),  # a wrong last answer at the limit: cut
                     truncated=False,
                     reward_components={"correct": 1.0 if success else 0.0},
                     success=success and last,

@@ -6,6 +6,8 @@
 const POLL_MS = 3000;
 const POLL_INDEXING_MS = 700; // while a large run is still being indexed
 const PAGE = 50;
+// One colour per run; a run's per-env curves share it, told apart by their dashes.
+const DASHES = [[6, 4], [2, 3], [10, 3, 2, 3], [1, 5], [12, 6]];
 const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
 const CHARTS = [
   { title: "Reward", metrics: ["reward_mean", "reward"], env: "reward" },
@@ -141,7 +143,7 @@ function lineSeries(runs, chart) {
     const fromEpisodes = chart.env && (envs.length > 1 || !chart.metrics.some((key) => run.metrics[key]));
     if (fromEpisodes) {
       envs.forEach(([env, s], e) => {
-        series.push({ label: `${run.name} ${env}`, x: s.x, y: s[chart.env], stroke: COLORS[(r + e + 1) % COLORS.length], dash: [6, 4] });
+        series.push({ label: `${run.name} ${env}`, x: s.x, y: s[chart.env], stroke: color, dash: DASHES[e % DASHES.length], width: 1 });
       });
     }
   });
@@ -161,7 +163,7 @@ function plot(container, title, series, xLabel) {
     width, height: 230,
     scales: { x: { time: false } },
     axes: [{ label: xLabel }, {}],
-    series: [{ label: xLabel }, ...series.map((s) => ({ label: s.label, stroke: s.stroke, dash: s.dash, width: 1.5, spanGaps: true, points: { size: 4 } }))],
+    series: [{ label: xLabel }, ...series.map((s) => ({ label: s.label, stroke: s.stroke, dash: s.dash, width: s.width || 2, spanGaps: true, points: { size: 4 } }))],
   }, data, box));
 }
 
