@@ -31,6 +31,7 @@ import contextlib
 import hmac
 import inspect
 import logging
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -68,9 +69,8 @@ with requires_extra("serve", "starlette", "uvicorn", feature="agentfly-serve"):
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route, WebSocketRoute
+    from starlette.routing import Route
     from starlette.types import ASGIApp, Receive, Scope, Send
-    from starlette.websockets import WebSocket
 
 __all__ = ["ServeConfig", "SessionManager", "create_app", "make_server"]
 
@@ -203,14 +203,40 @@ class _Session:
             raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"the env failed: {error!r}") from None
 
 
+class _Connection:
+    """One WebSocket as raw ASGI messages: the hot path of every session, without Starlette's router,
+    middleware and ``WebSocket`` wrapper (they took about 15% of the server's CPU time per session)."""
+
+    __slots__ = ("receive", "_send", "query")
+
+    def __init__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.receive = receive
+        self._send = send
+        self.query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
+
+    async def accept(self) -> bool:
+        """Complete the handshake; False when the client left before it."""
+        if (await self.receive())["type"] != "websocket.connect":
+            return False
+        await self._send({"type": "websocket.accept"})
+        return True
+
+    async def send_text(self, text: str) -> None:
+        await self._send({"type": "websocket.send", "text": text})
+
+    async def close(self, code: int) -> None:
+        await self._send({"type": "websocket.close", "code": code})
+
+
 #: Frames a client may send while it waits for its env; they are answered once it has one.
 MAX_EARLY_FRAMES = 8
 
 
-async def _serve_session(websocket: WebSocket, manager: SessionManager) -> None:
+async def _serve_session(websocket: _Connection, manager: SessionManager) -> None:
     """One WebSocket session, from the accept to the close."""
     config = manager.config
-    await websocket.accept()
+    if not await websocket.accept():
+        return
 
     async def send(frame: dict[str, Any]) -> None:
         async with asyncio.timeout(config.send_timeout_s):
@@ -218,8 +244,8 @@ async def _serve_session(websocket: WebSocket, manager: SessionManager) -> None:
 
     close_code = CLOSE_NORMAL
     try:
-        if "session_id" in websocket.query_params:  # OpenEnv's attach to an HTTP MCP session: none here
-            raise ProtocolError(ErrorCode.SESSION_ERROR, f"unknown session_id {websocket.query_params['session_id']!r}")
+        if "session_id" in websocket.query:  # OpenEnv's attach to an HTTP MCP session: none here
+            raise ProtocolError(ErrorCode.SESSION_ERROR, f"unknown session_id {websocket.query['session_id'][0]!r}")
         async with contextlib.AsyncExitStack() as held:
             opening = asyncio.ensure_future(held.enter_async_context(manager.session()))
             early = await _wait_for_env(websocket, opening)
@@ -268,7 +294,7 @@ async def _serve_session(websocket: WebSocket, manager: SessionManager) -> None:
         await websocket.close(close_code)
 
 
-async def _wait_for_env(websocket: WebSocket, opening: asyncio.Future[_Session]) -> list[Any] | None:
+async def _wait_for_env(websocket: _Connection, opening: asyncio.Future[_Session]) -> list[Any] | None:
     """Wait for the session's env while watching the client: the frames it sent meanwhile, or None
     if it left (the wait is then cancelled, so a client gone from the queue takes no env).
 
@@ -331,16 +357,12 @@ def create_app(
     """The ASGI app serving ``env`` (a registered id, or a factory of envs) with ``config``'s limits.
 
     The env pool starts with the app (its lifespan) and is closed, every env with it, when it stops.
-    The app's ``state.sessions`` is the :class:`SessionManager`.
     """
     config = config or ServeConfig()
     pool = make_env_pool(env, env_kwargs, size=config.max_sessions, acquire_timeout_s=config.queue_timeout_s)
     manager = SessionManager(pool, config)
     name = env if isinstance(env, str) else pool.name.partition(":")[2]
     description = _describe(env)
-
-    async def websocket_route(websocket: WebSocket) -> None:
-        await _serve_session(websocket, manager)
 
     async def reset(request: Request) -> Response:
         start = _convert(await _read_body(request, config), ResetRequest)
@@ -391,7 +413,6 @@ def create_app(
 
     app = Starlette(
         routes=[
-            WebSocketRoute("/ws", websocket_route),
             Route("/reset", reset, methods=["POST"]),
             Route("/step", step, methods=["POST"]),
             Route("/state", state),
@@ -403,8 +424,14 @@ def create_app(
         lifespan=lifespan,
         exception_handlers={_HTTPError: _http_error_response},
     )
-    app.state.sessions = manager
-    return _BearerToken(app, config.token) if config.token else app
+
+    async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and scope["path"] == "/ws":
+            await _serve_session(_Connection(scope, receive, send), manager)
+        else:
+            await app(scope, receive, send)
+
+    return _BearerToken(serve, config.token) if config.token else serve
 
 
 def make_server(
