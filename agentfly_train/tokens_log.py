@@ -8,9 +8,9 @@ file needs no tokenizer.
 
 The format is compact where it is cheap to be: the mask is stored as run lengths (a multi-turn episode
 is a few long runs), log-probs only for generated tokens, rounded to 4 decimals. Records are joined to
-trajectories by ``episode_id``; a resumed run writes the steps it takes again, so the last record of an
-id is the one that counts. Each call appends whole lines in one write, so a crash leaves at most one
-partial line, which readers skip.
+trajectories by ``episode_id``; where an id repeats (a resumed run plays again the steps after its
+checkpoint, evaluations append), the trajectories and records of the id pair up from the last. Each
+call appends whole lines in one write, so a crash leaves at most one partial line, which readers skip.
 
 This module imports only msgspec: the viewer reads the format without torch.
 

@@ -463,7 +463,12 @@ _TOKEN_PREFIX = b'{"episode_id":"'
 
 
 class TokenIndex(JsonlFile):
-    """``tokens.jsonl``: where each episode's token record is (the last record of an id wins).
+    """``tokens.jsonl``: where each episode's token record is.
+
+    An id can have several records: a resumed run plays again the steps after its checkpoint (the
+    trainer trims trajectories.jsonl to the checkpoint, not this file), a fresh run in a used folder
+    starts trajectories.jsonl anew, and evaluations append to theirs. In each case the extra records are
+    the earlier ones, so trajectories and records of an id are paired from the last backwards.
 
     Indexing reads each line's episode id from its start, where the trainer's encoder writes it, rather
     than parsing the token lists; a line that starts otherwise is decoded. A damaged record is found
@@ -474,7 +479,7 @@ class TokenIndex(JsonlFile):
 
     def _reset(self) -> None:
         super()._reset()
-        self.by_id: dict[str, int] = {}
+        self.by_id: dict[str, list[int]] = {}
 
     def _decode(self, line: bytes) -> str:
         start = len(_TOKEN_PREFIX)
@@ -486,15 +491,21 @@ class TokenIndex(JsonlFile):
     def _add(self, briefs: list[str]) -> None:
         first = len(self.starts) - len(briefs)
         for number, episode_id in enumerate(briefs, first):
-            self.by_id[episode_id] = number
+            self.by_id.setdefault(episode_id, []).append(number)
 
-    def tokens(self, episode_id: str) -> dict[str, Any] | None:
+    def tokens(self, episode_id: str, later: int = 0) -> dict[str, Any] | None:
         """The episode's tokens for display: text pieces, mask, and log-probs aligned with the tokens
-        (``{"damaged": why}`` when its record does not decode; None when there is none)."""
+        (``{"damaged": why}`` when its record does not decode; None when there is none).
+
+        Args:
+            episode_id: The trajectory's id.
+            later: How many trajectories of the same id come after this one.
+        """
         with self._lock:
-            number = self.by_id.get(episode_id)
-            if number is None:
+            numbers = self.by_id.get(episode_id, [])
+            if later >= len(numbers):
                 return None
+            number = numbers[-1 - later]
             try:
                 record = msgspec.json.decode(self.line(number), type=TokenRecord)
             except (msgspec.DecodeError, UnicodeDecodeError) as error:
@@ -511,8 +522,8 @@ class TokenIndex(JsonlFile):
 
 @dataclass
 class EpisodeSource:
-    """One folder of a run with a ``trajectories.jsonl`` and maybe its ``tokens.jsonl`` (indexed only when
-    an episode is opened: the list does not need it)."""
+    """One folder of a run with a ``trajectories.jsonl`` and maybe its ``tokens.jsonl`` (the list does not
+    need the tokens: they are indexed after the episodes, and when an episode is opened)."""
 
     episodes: EpisodeIndex
     tokens: TokenIndex
@@ -525,10 +536,11 @@ class EpisodeSource:
         trajectory = self.episodes.trajectory(number)
         self.tokens.refresh()  # whole: the episode's record may be anywhere in the file
         episode_id = trajectory.get("episode_id")
+        later = self.episodes.episode_ids[number + 1 :].count(episode_id)
         return {
             "row": self.episodes.row(number),
             "trajectory": trajectory,
-            "tokens": self.tokens.tokens(episode_id) if episode_id is not None else None,
+            "tokens": self.tokens.tokens(episode_id, later) if episode_id is not None else None,
         }
 
     def status(self) -> dict[str, Any]:

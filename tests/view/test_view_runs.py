@@ -149,17 +149,21 @@ def test_mask_runs_round_trip(mask):
     assert all(length > 0 for length in runs[1:]) and sum(runs) == len(mask)
 
 
-def test_the_last_token_record_of_an_episode_wins(tmp_path):
-    """A resumed run plays the steps after its checkpoint again, with the same episode ids."""
-    path = tmp_path / TOKENS_FILE
-    old = TokenRecord("3-0-0", [1, 2, 3], mask_runs([0, 1, 1]), [-0.5, -0.25], ["a", "b", "c"])
-    new = TokenRecord("3-0-0", [1, 2, 4, 5], mask_runs([0, 0, 1, 0]), [-0.125], ["a", "b", "d", "e"])
-    path.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in (old, new)))
-    index = TokenIndex(path)
-    index.refresh()
-    tokens = index.tokens("3-0-0")
+def test_repeated_episode_ids_pair_trajectories_and_token_records_from_the_last(tmp_path):
+    """A resumed run plays the steps after its checkpoint again (trajectories are trimmed, token records
+    are not); evaluations append both."""
+    first = TokenRecord("3-0-0", [1, 2, 3], mask_runs([0, 1, 1]), [-0.5, -0.25], ["a", "b", "c"])
+    second = TokenRecord("3-0-0", [1, 2, 4, 5], mask_runs([0, 0, 1, 0]), [-0.125], ["a", "b", "d", "e"])
+    (tmp_path / TOKENS_FILE).write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in (first, second)))
+    trajectory = Trajectory(env_id="E", observation="", episode_id="3-0-0")
+    (tmp_path / "trajectories.jsonl").write_bytes(msgspec.json.encode(trajectory) + b"\n")
+    resumed = RunDir(tmp_path).sources()["."]
+    tokens = resumed.episode(0)["tokens"]
     assert tokens["mask"] == [0, 0, 1, 0] and tokens["logprobs"] == [None, None, -0.125, None]
-    assert tokens["pieces"] == ["a", "b", "d", "e"] and index.tokens("9-9-9") is None
+    (tmp_path / "trajectories.jsonl").write_bytes((msgspec.json.encode(trajectory) + b"\n") * 2)
+    appended = RunDir(tmp_path).sources()["."]
+    assert [appended.episode(n)["tokens"]["pieces"] for n in (0, 1)] == [["a", "b", "c"], ["a", "b", "d", "e"]]
+    assert appended.tokens.tokens("9-9-9") is None and appended.tokens.tokens("3-0-0", later=2) is None
 
 
 def test_only_trajectory_files_inside_the_run_are_found(tmp_path, synthetic_run):
