@@ -208,7 +208,7 @@ async function showEpisodes(params) {
   runSelect.value = run.id;
   runSelect.onchange = () => go("episodes", { run: runSelect.value });
   const sourceSelect = document.getElementById("f-source");
-  sourceSelect.replaceChildren(...sources.map((s) => el("option", { value: s, text: s === "." ? "training" : s })));
+  sourceSelect.replaceChildren(...sources.map((s) => el("option", { value: s, text: s === "." ? "trajectories.jsonl" : `${s}/trajectories.jsonl` })));
   sourceSelect.value = source;
   const info = document.getElementById("list-info");
   const body = document.querySelector("#episode-table tbody");
