@@ -48,8 +48,7 @@ def test_a_failed_episode_shows_the_mask_it_was_trained_with(browser, trained_ru
         generated = [lp for lp, bit in zip(episode.logprobs, episode.action_mask, strict=True) if bit]
         assert [float(lp) for mask, lp in shown if mask] == pytest.approx(generated, abs=1e-4)
         assert len(browser.find_elements(By.CSS_SELECTOR, ".turn")) == episode.model_turns
-        height = browser.execute_script("return document.documentElement.scrollHeight")
-        browser.set_window_size(1400, min(max(height + 40, 600), 2400))
+        browser.set_window_size(1400, 1600)  # the whole episode: its turns and tokens
         screenshot = tmp_path / "view-episode.png"
         assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
         SCREENSHOT_COPY.parent.mkdir(exist_ok=True)
