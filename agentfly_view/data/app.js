@@ -133,14 +133,15 @@ function indexing() {
 
 function lineSeries(runs, chart) {
   const series = [];
-  runs.forEach((run, r) => {
-    const color = COLORS[r % COLORS.length];
-    for (const key of chart.metrics) {
+  runs.forEach((run) => {
+    const color = COLORS[run.id % COLORS.length];
+    const metrics = chart.metrics.filter((key) => run.metrics[key]);
+    metrics.forEach((key, k) => {
       const s = run.metrics[key];
-      if (s) series.push({ label: `${run.name} ${key}`, x: s.x, y: s.y, stroke: color });
-    }
+      series.push({ label: `${run.name} ${key}`, x: s.x, y: s.y, stroke: color, dash: k ? DASHES[(k - 1) % DASHES.length] : undefined });
+    });
     const envs = Object.entries(run.episodes.envs);
-    const fromEpisodes = chart.env && (envs.length > 1 || !chart.metrics.some((key) => run.metrics[key]));
+    const fromEpisodes = chart.env && (envs.length > 1 || !metrics.length);
     if (fromEpisodes) {
       envs.forEach(([env, s], e) => {
         series.push({ label: `${run.name} ${env}`, x: s.x, y: s[chart.env], stroke: color, dash: DASHES[e % DASHES.length], width: 1 });
