@@ -15,8 +15,9 @@ the ``websockets`` library, no compression):
 Per batch: success rate; p50/p99 of the session setup (connect plus reset), of the step's added
 latency (its time over the sleep) and of the whole session; sessions per second; the server's memory
 per session (its peak RSS during the batch over its RSS when it started, per session) and its CPU time
-per session. Per server: the ceiling and the ceiling per core. A session gets ``session_timeout_s`` in
-all; the whole run stops raising the batch when its time budget is spent.
+per session. Per server: the ceiling and the ceiling per core. Each size is played twice per server
+(once with ``--quick``) and the better run kept. A session gets ``session_timeout_s`` in all; the whole
+run stops raising the batch when its time budget is spent.
 """
 
 from __future__ import annotations
@@ -243,15 +244,22 @@ def run(
     wait: float = 1.0,
     sizes: list[int] | None = None,
     budget_s: float | None = None,
+    reps: int | None = None,
     session_timeout_s: float = 60.0,
 ) -> dict[str, Any]:
-    """Raise the batch on both servers, interleaved, until each fails the bar or the budget is spent."""
-    sizes = sizes or ([32, 128, 512] if quick else [32, 128, 512, 1024, 2048, 4096, 8192, 16384])
-    budget_s = budget_s if budget_s is not None else (60.0 if quick else 600.0)
+    """Raise the batch on both servers, interleaved, until each fails the bar or the budget is spent.
+
+    Each batch size is played ``reps`` times on each server and its best run kept (one that passes the
+    bar, then the lowest total p99): on a machine shared with other jobs a run can stall for seconds
+    for reasons of its neighbours', which only ever make a server look slower.
+    """
+    sizes = sizes or ([32, 128, 512] if quick else [32, 128, 512, 1024, 2048, 4096, 8192])
+    budget_s = budget_s if budget_s is not None else (60.0 if quick else 300.0)
+    reps = reps or (1 if quick else 2)
     _raise_open_files(2 * max(sizes) + 256)
     python = openenv_python()
     results: dict[str, Any] = {
-        "config": {"wait_s": wait, "sizes": sizes, "budget_s": budget_s, "cores": os.cpu_count()},
+        "config": {"wait_s": wait, "sizes": sizes, "budget_s": budget_s, "reps": reps, "cores": os.cpu_count()},
         "openenv_error": None if python else HOW_TO_GET_OPENENV,
         "rows": {"ours": [], "openenv": []},
     }
@@ -270,11 +278,15 @@ def run(
                     results["config"]["budget_spent_at"] = size
                     live.clear()
                     break
-                row = asyncio.run(_batch(server, size, wait, session_timeout_s))
+                runs = []
+                for _ in range(reps):
+                    runs.append(asyncio.run(_batch(server, size, wait, session_timeout_s)))
+                    time.sleep(1.0)  # closed sockets drain before the next batch
+                row = min(runs, key=lambda run: (not _passed(run), run["total_p99_s"] or float("inf")))
+                row["reps_passed"] = sum(_passed(run) for run in runs)
                 results["rows"][server.name].append(row)
                 if not _passed(row):
                     live.discard(server.name)
-                time.sleep(1.0)  # closed sockets drain before the next batch
     for name, rows in results["rows"].items():
         passed = [row["sessions"] for row in rows if _passed(row)]
         results[name] = {
@@ -308,7 +320,9 @@ def render(results: dict[str, Any], console: Console) -> None:
         table.add_row(
             name,
             f"{row['sessions']:,}",
-            f"{row['success']:.1%}" + (f" ({', '.join(row['errors'])})" if row["errors"] else ""),
+            f"{row['success']:.1%}"
+            + (f" ({', '.join(row['errors'])})" if row["errors"] else "")
+            + (f", {row['reps_passed']}/{config['reps']} passed" if config["reps"] > 1 else ""),
             _pair(row["setup_p50_s"], row["setup_p99_s"]),
             _pair(row["step_added_p50_s"], row["step_added_p99_s"]),
             _fmt(row["total_p99_s"]),
