@@ -18,7 +18,14 @@ const CHARTS = [
   { title: "Losses", metrics: ["policy_loss", "value_loss", "kl_loss"] },
 ];
 
-const state = { runs: [], overlay: null, signature: "", plots: [] };
+// ticket: the latest render's number; a render whose answer comes after a newer one started drops it.
+const state = { runs: [], overlay: null, signature: "", plots: [], ticket: 0 };
+
+// The API's answer for the render holding `ticket`, or null when a newer render has started meanwhile.
+async function answer(ticket, path, params) {
+  const body = await api(path, params);
+  return ticket === state.ticket ? body : null;
+}
 
 function el(tag, props, ...children) {
   const node = document.createElement(tag);
@@ -80,7 +87,7 @@ function renderRuns() {
           type: "checkbox", "data-run": run.id, ...(state.overlay.has(run.id) ? { checked: "" } : {}),
           onchange: (event) => {
             event.target.checked ? state.overlay.add(run.id) : state.overlay.delete(run.id);
-            if (route().name === "curves") showCurves();
+            if (route().name === "curves") render();
           },
         }),
         ` ${run.name} `,
@@ -168,8 +175,10 @@ function plot(container, title, series, xLabel) {
   }, data, box));
 }
 
-async function showCurves() {
+async function showCurves(ticket) {
   const ids = [...state.overlay];
+  const runs = ids.length ? await answer(ticket, "/api/curves", { runs: ids.join(",") }) : [];
+  if (!runs) return;
   const charts = document.getElementById("charts");
   state.plots.forEach((p) => p.destroy());
   state.plots = [];
@@ -179,7 +188,6 @@ async function showCurves() {
     charts.append(el("p", { class: "hint", text: "Tick a run above." }));
     return;
   }
-  const runs = await api("/api/curves", { runs: ids.join(",") });
   const xLabel = runs.every((run) => Object.keys(run.metrics).length) ? "step" : runs[0].episodes.x_label;
   for (const chart of CHARTS) plot(charts, chart.title, lineSeries(runs, chart), xLabel);
   const select = document.getElementById("extra-metric");
@@ -187,7 +195,7 @@ async function showCurves() {
   const current = select.value;
   select.replaceChildren(el("option", { value: "", text: "-" }), ...keys.map((key) => el("option", { value: key, text: key })));
   select.value = keys.includes(current) ? current : "";
-  select.onchange = () => showCurves();
+  select.onchange = () => render();
   if (select.value) {
     plot(document.getElementById("extra-chart"), select.value, lineSeries(runs, { metrics: [select.value] }), "step");
   }
@@ -200,7 +208,7 @@ function options(select, values, current, labels = {}) {
   select.value = values.includes(current) ? current : "";
 }
 
-async function showEpisodes(params) {
+async function showEpisodes(params, ticket) {
   const run = state.runs.find((r) => String(r.id) === (params.run || "0")) || state.runs[0];
   const sources = Object.keys(run.sources);
   const source = sources.includes(params.source) ? params.source : sources.includes(".") ? "." : sources[0];
@@ -220,7 +228,8 @@ async function showEpisodes(params) {
   }
   const offset = Number(params.offset || 0);
   const query = { ...params, run: run.id, source, offset, limit: PAGE };
-  const page = await api("/api/episodes", query);
+  const page = await answer(ticket, "/api/episodes", query);
+  if (!page) return;
   options(document.getElementById("f-env"), page.facets.envs, params.env || "");
   options(document.getElementById("f-outcome"), page.facets.outcomes, params.outcome || "", { ended: "ended (not truncated)" });
   document.getElementById("f-success").value = params.success || "";
@@ -332,9 +341,11 @@ function taskBlock(task) {
   return el("details", lines <= 12 ? { open: "" } : {}, el("summary", { text: `task (${Object.keys(task).join(", ")})` }), el("pre", { text }));
 }
 
-async function showEpisode(params) {
+async function showEpisode(params, ticket) {
   const container = document.getElementById("episode");
-  const { row, trajectory: t, tokens } = await api("/api/episode", { run: params.run, source: params.source, index: params.index });
+  const episode = await answer(ticket, "/api/episode", { run: params.run, source: params.source, index: params.index });
+  if (!episode) return;
+  const { row, trajectory: t, tokens } = episode;
   const back = { ...params };
   delete back.index;
   document.getElementById("back").href = `#/episodes?${new URLSearchParams(back)}`;
@@ -357,6 +368,7 @@ async function showEpisode(params) {
 // ----------------------------------------------------------------------------- routing
 
 async function render() {
+  const ticket = ++state.ticket;
   const { name, params } = route();
   for (const view of ["curves", "episodes", "episode"]) {
     document.getElementById(`view-${view}`).hidden = view !== name;
@@ -366,9 +378,9 @@ async function render() {
   const error = document.getElementById("error");
   error.replaceChildren();
   try {
-    if (name === "episodes") await showEpisodes(params);
-    else if (name === "episode") await showEpisode(params);
-    else await showCurves();
+    if (name === "episodes") await showEpisodes(params, ticket);
+    else if (name === "episode") await showEpisode(params, ticket);
+    else await showCurves(ticket);
   } catch (failure) {
     error.append(el("div", { class: "notice", text: `error: ${failure.message}` }));
   }
