@@ -13,6 +13,9 @@ Formats (``PARSERS`` maps each name to its class):
 * ``react``: ``Action: <tool>`` and ``Action Input: <input>`` lines.
 * ``bracket``: WebShop-style ``name[argument]``.
 
+:class:`CommandParser` (not in ``PARSERS``: it is made for one tool) reads the whole turn as one
+command, as text games such as ALFWorld and ScienceWorld take their input.
+
 Every parser also renders calls (``format_call``, used for prompts and ``space.sample()``) and
 writes a short how-to for the system prompt (``instructions``).
 
@@ -43,6 +46,7 @@ __all__ = [
     "PARSERS",
     "SNIPPET_LIMIT",
     "BracketParser",
+    "CommandParser",
     "HermesParser",
     "JSONParser",
     "Parser",
@@ -730,6 +734,57 @@ class BracketParser(Parser):
             f"{how} name[argument], for example search[red shoes] or click[Buy Now]. "
             "The argument is plain text; it runs to the matching ']'."
         )
+
+
+class CommandParser(Parser):
+    """The whole turn, stripped, is one command: a call of ``tool`` with it as the ``argument``.
+
+    The plain-command mode of text games, whose original step takes the text as the command: nothing
+    in the turn is markup, so any non-empty turn is a call (the game answers a nonsensical one) and
+    only an empty turn is an error.
+
+    Args:
+        tool: The tool each turn calls.
+        argument: The name of its one argument.
+
+    Example:
+        >>> parser = CommandParser("act", "command")
+        >>> parser.parse("  go to kitchen\\n").calls
+        [ToolCall(name='act', arguments={'command': 'go to kitchen'}, id=None)]
+        >>> parser.format_call(ToolCall("act", {"command": "open door to kitchen"}))
+        'open door to kitchen'
+    """
+
+    name = "command"
+    expected = "one command and nothing else, e.g. go to kitchen"
+
+    def __init__(self, tool: str, argument: str, *, max_errors: int = 8) -> None:
+        super().__init__(max_calls=1, max_errors=max_errors)
+        self.tool = tool
+        self.argument = argument
+
+    def _scan(self, text: str, found: _Findings) -> None:
+        command = text.strip()
+        if command:
+            found.calls.append(ToolCall(self.tool, {self.argument: command}))
+        else:
+            found.fail("The reply is empty.", text)
+
+    def format_call(self, call: ToolCall) -> str:
+        """The command itself.
+
+        Raises:
+            ValueError: a call of another tool, or a command that would not read back (empty, or with
+                white space around it).
+        """
+        arguments = call.arguments
+        command = arguments.get(self.argument) if isinstance(arguments, dict) else arguments
+        if call.name != self.tool or not isinstance(command, str) or not command or command != command.strip():
+            raise ValueError(f"only `{self.tool}` calls with a stripped, non-empty {self.argument!r} are commands")
+        return command
+
+    def instructions(self) -> str:
+        return "Reply with exactly one command and nothing else."
 
 
 PARSERS: dict[str, type[Parser]] = {cls.name: cls for cls in (HermesParser, JSONParser, ReActParser, BracketParser)}

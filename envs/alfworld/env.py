@@ -8,6 +8,11 @@ game does not know get its own answer, "Nothing happens.", and are counted in
 ``info["errors"]["invalid_command"]``. Each step's info also has ``won`` and the
 ``admissible_commands`` (as does the reset info, with the task: its game file, type and targets).
 
+``action_mode="text"`` plays as ALFWorld's own ``step`` does: the whole turn is one game command
+(``go to fridge 1``), there are no tools and no final answer, and the budget is ALFWorld's 50 steps
+(``max_nb_steps_per_episode`` of its configs, as in ReAct), where in the default tool mode one turn may
+send several commands.
+
 A game engine is leased from the pool for the whole episode. One that dies or misses its deadline
 ends the episode as truncated (``info["truncation_reason"]`` says why) and is replaced for the next.
 
@@ -32,6 +37,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from agentfly_env.parsing import CommandParser
 from agentfly_env.pool import Lease
 from agentfly_env.rewards import RewardResult, reward
 from agentfly_env.spaces import ToolCallSpace, ToolSpec
@@ -60,6 +66,15 @@ SYSTEM_PROMPT = (
     "answer ends it early and counts as giving up."
 )
 
+TEXT_SYSTEM_PROMPT = (
+    "You are in a household and must complete the task the game gives you. Each reply is one game "
+    "command, such as: go to <receptacle>, open <receptacle>, close <receptacle>, take <object> from "
+    "<receptacle>, move <object> to <receptacle>, heat/cool/clean <object> with <receptacle>, use <object>, "
+    "examine <something>, inventory, look. The episode ends as soon as the task is done."
+)
+#: ALFWorld's step budget (``max_nb_steps_per_episode`` in its configs), the turn budget of the text mode.
+STEP_LIMIT = 50
+
 _EXAMPLE_COMMANDS = ["look", "inventory", "go to countertop 1", "open fridge 1", "take apple 1 from countertop 1"]
 
 
@@ -87,8 +102,11 @@ class ALFWorldEnv(ToolEnv):
         engine_timeout_s: Longest a command may take; an engine that misses it is stopped and the
             episode is truncated (``truncation_reason`` starts with ``engine``).
         load_timeout_s: Longest loading a game may take.
-        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns``, default 50;
-            ``parser``, ``resources``, ...).
+        action_mode: ``"tools"`` (default): ``act`` and ``admissible_commands`` calls, several a turn if
+            the model likes, and a final answer to give up; ``"text"``: the turn is one game command, as
+            in ALFWorld itself (``parser`` does not apply).
+        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns``, default 50, ALFWorld's
+            step budget; ``parser``, ``resources``, ...).
     """
 
     def __init__(
@@ -105,8 +123,11 @@ class ALFWorldEnv(ToolEnv):
         pool: str = ENGINE_POOL,
         engine_timeout_s: float = 60.0,
         load_timeout_s: float = 300.0,
+        action_mode: Literal["tools", "text"] = "tools",
         **kwargs: Any,
     ) -> None:
+        if action_mode not in ("tools", "text"):
+            raise ValueError(f"action_mode must be 'tools' or 'text', got {action_mode!r}")
         if source == "generated":
             if data_path is not None:
                 raise ValueError("data_path is for source='alfworld'; generated games go to cache_dir")
@@ -124,13 +145,26 @@ class ALFWorldEnv(ToolEnv):
         self.pool_name = pool
         self.engine_timeout_s = engine_timeout_s
         self.load_timeout_s = load_timeout_s
-        kwargs.setdefault("max_turns", 50)
-        kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
-        super().__init__(tools=[act, admissible_commands], tasks=games, reward=game_won, **kwargs)
+        self.action_mode = action_mode
+        kwargs.setdefault("max_turns", STEP_LIMIT)
+        tools = [act, admissible_commands]
+        if action_mode == "text":
+            if "parser" in kwargs:
+                raise ValueError("parser= applies to action_mode='tools'; in text mode the turn is the command")
+            parser = CommandParser("act", "command")
+            kwargs.setdefault("system_prompt", f"{TEXT_SYSTEM_PROMPT} {parser.instructions()}")
+            kwargs.update(tools=[act], parser=parser, answer_mode="none", describe_tools=False, max_calls_per_turn=1)
+        else:
+            kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
+            kwargs["tools"] = tools
+        super().__init__(tasks=games, reward=game_won, **kwargs)
         engine_pool(self.resources, name=pool)
         # Random play mostly acts, rarely gives up; ``_offer`` keeps the sampled commands admissible.
         self.action_space = ToolCallSpace(
-            self.action_space.tools, self.parser.format_call, answers=self.format_answer, answer_probability=0.02
+            self.action_space.tools,
+            self.parser.format_call,
+            answers=self.format_answer if action_mode == "tools" else None,
+            answer_probability=0.02,
         )
         self._turn_lock = asyncio.Lock()
         self._played: list[str] = []  # the admissible commands played, for the expert

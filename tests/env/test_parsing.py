@@ -15,6 +15,7 @@ from agentfly_env.parsing import (
     PARSERS,
     SNIPPET_LIMIT,
     BracketParser,
+    CommandParser,
     HermesParser,
     JSONParser,
     Parser,
@@ -701,3 +702,16 @@ def test_megabyte_turn_has_no_superlinear_blowup(parser: Parser, kind: str) -> N
     result, elapsed = timed_parse(parser, BIG_INPUTS[kind])
     check_result(result, parser)
     assert elapsed < 15.0, f"{parser.name} on {kind}: {elapsed:.3f} s"
+
+
+@given(st.text(max_size=200))
+def test_command_parser_reads_any_turn_as_one_command(turn: str) -> None:
+    parser = CommandParser("act", "command")
+    result = parser.parse(turn)
+    if turn.strip():
+        assert result.errors == [] and result.calls == [ToolCall("act", {"command": turn.strip()})]
+        assert parser.parse(parser.format_call(result.calls[0])).calls == result.calls
+    else:
+        assert result.calls == [] and len(result.errors) == 1
+    with pytest.raises(ValueError):
+        parser.format_call(ToolCall("look", {"command": "x"}))

@@ -246,6 +246,35 @@ def test_commands_the_game_does_not_know_get_nothing_happens(make_env):
     any_text_is_answered()
 
 
+def test_text_mode_plays_plain_commands_within_alfworlds_step_budget(make_env):
+    """The turn is one command, as in ALFWorld's own step: the walkthrough typed out wins, a command the
+    game does not know gets its own answer, and the budget is ALFWorld's 50 steps, one command each."""
+    env = make_env(task_types=["pick_and_place_simple"], action_mode="text")
+    assert env.max_turns == 50 and list(env.tools) == ["act"] and "Reply with exactly one command" in env.system_prompt
+    env.reset(options=GAME)
+    walkthrough = env.engine.walkthrough
+    assert env.expert_action() == walkthrough[0]
+    for number, command in enumerate(walkthrough, 1):
+        _, reward, terminated, truncated, info = env.step(f"{command}\n")
+        assert terminated == (number == len(walkthrough)) and not truncated
+    assert (reward, info["won"], info["success"]) == (1.0, True, True)
+
+    env.reset(options=GAME)
+    observation, reward, terminated, truncated, info = env.step("fly to the moon")
+    assert (observation, reward, terminated, truncated) == ("Nothing happens.", 0.0, False, False)
+    assert info["errors"] == {"invalid_command": 1}
+    two_commands = f"{walkthrough[0]}\n{walkthrough[1]}"  # one turn, one command: this one is unknown
+    assert env.step(two_commands)[0] == "Nothing happens."
+    assert env.step("<answer>done</answer>")[0] == "Nothing happens."  # no final answer in the original
+    for _ in range(4, 50):  # TextWorld's Limit: done once 50 steps are taken
+        *_, terminated, truncated, info = env.step("look")
+        assert not (terminated or truncated)
+    *_, terminated, truncated, info = env.step("look")
+    assert truncated and not terminated and info["truncation_reason"] == "max_turns"
+    with pytest.raises(ValueError, match="action_mode"):
+        make_env(action_mode="commands")
+
+
 def test_seeded_resets_give_the_same_game_through_registration(cache_dir):
     episodes = []
     for _ in range(2):
