@@ -177,7 +177,7 @@ async def test_a_session_that_waits_too_long_is_refused():
 
 
 async def test_idle_sessions_are_closed_and_their_env_returned():
-    with serving(SlowEcho, idle_timeout_s=0.2) as served:
+    with serving(SlowEcho, idle_timeout_s=1.0) as served:
         async with connect(ws_url(served)) as ws:
             await request(ws, {"type": "reset"})
             notice = json.loads(await asyncio.wait_for(ws.recv(), 30))
@@ -282,6 +282,7 @@ def test_remote_v0_raises_the_servers_refusal():
             second.reset()
         assert refused.value.code == "CAPACITY_REACHED"
         first.close()
+        served.wait_until(lambda stats: stats["active_sessions"] == 0)
         assert second.reset()[0] == "Say something."  # a new session, once the env is free
         second.close()
 
@@ -353,7 +354,7 @@ async def test_a_pool_of_remote_envs_plays_concurrent_episodes_as_the_trainer_le
 
 
 def test_remote_v0_starts_a_new_session_when_the_server_closed_its_idle_one():
-    with serving(SlowEcho, idle_timeout_s=0.2) as served:
+    with serving(SlowEcho, idle_timeout_s=1.0) as served:
         env = gym.make("AgentFly/Remote-v0", url=served.url)
         env.reset()
         served.wait_until(lambda stats: stats["active_sessions"] == 0)  # reaped
