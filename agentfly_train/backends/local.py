@@ -581,29 +581,37 @@ class LocalTrainer:
         return True
 
 
-def _keep_records_up_to(run_dir: Path, step: int) -> None:
-    """Drop metrics and trajectories of steps after ``step`` (all of them for a fresh run).
+class _EpisodeLine(msgspec.Struct):
+    """What a line of ``trajectories.jsonl`` or ``tokens.jsonl`` says about its step: ``{step}-{group}-{chain}``."""
 
-    A run that died after its last checkpoint logged steps that the resumed run will take again.
+    episode_id: str | None = None
+
+
+def _keep_records_up_to(run_dir: Path, step: int) -> None:
+    """Drop metrics, trajectories and token records of steps after ``step`` (all of them for a fresh run).
+
+    A run that died after its last checkpoint logged steps that the resumed run will take again. Lines are kept
+    byte for byte; a damaged one (the crash cut it) is dropped.
     """
     metrics = run_dir / "metrics.jsonl"
     if metrics.exists():
         kept = [r for r in read_metrics(metrics) if r.get("step", 0) <= step]
         metrics.write_text("".join(json.dumps(r) + "\n" for r in kept))
-    trajectories = run_dir / "trajectories.jsonl"
-    if trajectories.exists():
-        if step == 0:
-            trajectories.unlink()
-        else:
-            from agentfly_env.recording import read_trajectories
+    decoder = msgspec.json.Decoder(_EpisodeLine)
 
-            kept_lines = [
-                t for t in read_trajectories(trajectories) if int((t.episode_id or "0-").split("-")[0]) < step
-            ]
-            trajectories.unlink()
-            with TrajectoryWriter(trajectories, durable=False) as writer:
-                for trajectory in kept_lines:
-                    writer.write(trajectory)
+    def before_step(line: bytes) -> bool:
+        try:
+            episode_id = decoder.decode(line).episode_id or "0-"
+        except msgspec.DecodeError:
+            return False
+        return int(episode_id.split("-")[0]) < step
+
+    for path in (run_dir / "trajectories.jsonl", run_dir / TOKENS_FILE):
+        if not path.exists():
+            continue
+        kept_lines = [line for line in path.read_bytes().splitlines(keepends=True) if step and before_step(line)]
+        with atomic_path(path) as scratch:
+            scratch.write_bytes(b"".join(line if line.endswith(b"\n") else line + b"\n" for line in kept_lines))
 
 
 def _pad(values: torch.Tensor, batch: Batch) -> torch.Tensor:

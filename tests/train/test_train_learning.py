@@ -7,6 +7,7 @@ run took.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -217,6 +218,13 @@ def test_checkpoint_kill_resume_takes_the_same_next_step(tokenizer, smollm2_dir,
     # the killed run's records beyond its checkpoint were dropped, the resumed step appended
     steps = [line for line in (killed / "metrics.jsonl").read_text().splitlines()]
     assert [int(line.split('"step": ')[1].split(",")[0]) for line in steps] == [1, 2, 3]
+    # and so were its trajectories and token records: each episode once, in step with the other file
+    files = ("trajectories.jsonl", "tokens.jsonl")
+    episodes = {
+        name: [json.loads(line)["episode_id"] for line in (killed / name).read_text().splitlines()] for name in files
+    }
+    assert episodes["trajectories.jsonl"] == episodes["tokens.jsonl"]
+    assert [episode_id.split("-")[0] for episode_id in episodes["tokens.jsonl"]] == ["0"] * 16 + ["1"] * 16 + ["2"] * 16
 
 
 def test_resume_auto_without_a_checkpoint_starts_fresh(tokenizer, tmp_path):
