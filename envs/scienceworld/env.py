@@ -23,6 +23,13 @@ stops where it stands); it is truncated at ``max_turns``, or when the JVM dies o
 (``truncation_reason == "engine_failure"``, the cause in ``info["engine_error"]``); the next episode
 gets a fresh JVM.
 
+``action_mode="text"`` plays as the stock env's ``step`` does: the whole turn is one command (``open
+door to kitchen``), there are no tools and no final answer, and the budget is the stock env's: the
+episode is truncated (``truncation_reason == "step_limit"``) on the turn after which the simulator's
+move count exceeds ``env_step_limit`` (``envStepLimit``, 100 by default). Like the stock env's, the
+count is the simulator's: free actions (``look around``, ``inventory``) and unknown commands add
+nothing, ``wait1`` adds two. In the default tool mode one turn may run several commands.
+
 Example:
     >>> env = ScienceWorldEnv(task="1-1", split="dev", max_turns=30)  # no JVM yet: reset leases one
     >>> sorted(env.tools), env.task_source.names, len(env.task_source)
@@ -34,14 +41,16 @@ from __future__ import annotations
 import collections
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from agentfly_env.aio import run_sync
+from agentfly_env.core import Transition
+from agentfly_env.parsing import CommandParser
 from agentfly_env.rewards import RewardResult, reward
 from agentfly_env.tool_env import ToolEnv
 from agentfly_env.tools import tool
 from agentfly_env.turn import TurnReport
-from agentfly_env.types import ToolCall, ToolResult
+from agentfly_env.types import ParseResult, ToolCall, ToolResult
 from agentfly_envs.scienceworld.engine import EngineFailure, GameState, JvmConfig, Loaded, ScienceWorldEngine
 from agentfly_envs.scienceworld.pool import ENGINE_POOL, engine_pool
 from agentfly_envs.scienceworld.tasks import ScienceWorldTasks, Split
@@ -60,6 +69,17 @@ SYSTEM_PROMPT = (
     "`look` and `inventory` take no time; `valid_actions` lists what you can do right now. "
     "The episode ends when the task is complete or failed; a final answer ends it where it stands."
 )
+
+TEXT_SYSTEM_PROMPT = (
+    "You are an agent in ScienceWorld, a text simulation of a house and its surroundings where you carry "
+    "out elementary science experiments. Each reply is one action, such as: look around, open door to "
+    "kitchen, go to kitchen, pick up thermometer, look at stove, move metal pot to stove, activate stove, "
+    "use thermometer on water, pour cup in pot, connect battery anode to orange wire, wait1 (one step), "
+    "wait (ten steps), inventory, and focus on <thing>. Focus only on what the task tells you to: focusing "
+    "on the wrong thing fails the task. The episode ends when the task is complete or failed."
+)
+#: The stock env's ``envStepLimit``: the text mode's budget of simulator moves.
+STEP_LIMIT = 100
 
 #: The simulator's answer to a command it cannot parse (counted as ``unknown_command`` in ``info["errors"]``).
 UNKNOWN_COMMAND = "No known action matches that input."
@@ -152,8 +172,14 @@ class ScienceWorldEnv(ToolEnv):
             as the stock env does (and at its cost: tens of milliseconds per turn).
         tools: Names of the tools to offer, from ``act``, ``look``, ``inventory``, ``valid_actions``.
         max_command_chars: Longer commands are refused without reaching the simulator.
-        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns`` default 50,
-            ``parser``, ``resources``, ``lease_timeout_s`` default 600, ...).
+        action_mode: ``"tools"`` (default): tool calls, several a turn if the model likes, and a final
+            answer to stop; ``"text"``: the turn is one command, as in the stock env (``tools`` and
+            ``parser`` do not apply).
+        env_step_limit: Truncate the episode once the simulator's move count exceeds this, as the stock
+            env's ``envStepLimit`` ends it; default 100 (the stock default) in text mode, none in tool mode.
+        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns`` default 50 in tool
+            mode, 100 in text mode, where it only stops free actions played forever; ``parser``,
+            ``resources``, ``lease_timeout_s`` default 600, ...).
     """
 
     AVAILABLE_TOOLS = {"act": act, "look": look, "inventory": inventory, "valid_actions": valid_actions}
@@ -169,12 +195,27 @@ class ScienceWorldEnv(ToolEnv):
         valid_actions_in_info: bool = False,
         tools: Sequence[str] = ("act", "look", "inventory", "valid_actions"),
         max_command_chars: int = 300,
+        action_mode: Literal["tools", "text"] = "tools",
+        env_step_limit: int | None = None,
         **kwargs: Any,
     ) -> None:
         unknown = [name for name in tools if name not in self.AVAILABLE_TOOLS]
         if unknown:
             raise ValueError(f"unknown tools {unknown}; available: {sorted(self.AVAILABLE_TOOLS)}")
+        if action_mode not in ("tools", "text"):
+            raise ValueError(f"action_mode must be 'tools' or 'text', got {action_mode!r}")
         self.task_source = ScienceWorldTasks(task, split=split, simplifications=simplifications)
+        self.action_mode = action_mode
+        if action_mode == "text":
+            if "parser" in kwargs:
+                raise ValueError("parser= applies to action_mode='tools'; in text mode the turn is the command")
+            tools = ("act",)
+            parser = CommandParser("act", "command")
+            kwargs.setdefault("max_turns", STEP_LIMIT)
+            kwargs.setdefault("system_prompt", f"{TEXT_SYSTEM_PROMPT} {parser.instructions()}")
+            kwargs.update(parser=parser, answer_mode="none", describe_tools=False, max_calls_per_turn=1)
+            env_step_limit = STEP_LIMIT if env_step_limit is None else env_step_limit
+        self.env_step_limit = env_step_limit
         kwargs.setdefault("max_turns", 50)
         kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
         kwargs.setdefault("lease_timeout_s", 600.0)
@@ -270,6 +311,15 @@ class ScienceWorldEnv(ToolEnv):
         turn.info.update(score=self.state.score, moves=self.state.moves)
         if turn.ends:
             turn.info["final_score"] = self.state.progress
+
+    async def _transition(
+        self, observation: str, parsed: ParseResult, results: list[ToolResult], turn: TurnReport
+    ) -> Transition:
+        transition = await super()._transition(observation, parsed, results, turn)
+        limit, state = self.env_step_limit, self.state
+        if limit is not None and state is not None and state.moves > limit and not transition.terminated:
+            transition.truncation_reason = transition.truncation_reason or "step_limit"
+        return transition
 
     def _over(self) -> bool:
         return self.state is not None and (self.state.completed or self.state.failed)

@@ -6,6 +6,7 @@ The env tests share one pool of two JVMs (pre-warmed, closed at the end of the m
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import pytest_asyncio
+import scienceworld
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +29,7 @@ from agentfly_envs.scienceworld import (
     task_names,
     variations,
 )
+from agentfly_envs.scienceworld.env import STEP_LIMIT, UNKNOWN_COMMAND
 from agentfly_envs.scienceworld.tasks import SPLITS, check_simplifications
 
 #: The async tests share the event loop of the module-scoped pool.
@@ -230,6 +233,37 @@ async def test_bad_commands_are_answered_and_counted(manager):
     observation, *_, info = await env.astep(act("  "))
     assert "empty" in observation and info["moves"] == 0
     await env.aclose()
+
+
+@on_pool_loop
+async def test_text_mode_plays_plain_commands_within_the_stock_step_limit(manager):
+    """The turn is one command, as in the stock env's step: the gold path typed out wins, an unknown
+    command gets the simulator's answer, and the budget is the stock env's envStepLimit on moves."""
+    assert inspect.signature(scienceworld.ScienceWorldEnv).parameters["envStepLimit"].default == STEP_LIMIT == 100
+    env = make(manager, action_mode="text")
+    assert (env.max_turns, env.env_step_limit, list(env.tools)) == (100, 100, ["act"])
+    await env.areset(options={"task_name": "find-animal", "variation": 160, "gold_path": True})
+    assert env.gold and await env.aexpert_action() == env.gold[0]
+    for number, command in enumerate(env.gold, 1):
+        _, _, terminated, truncated, info = await env.astep(f"{command}\n")
+        assert terminated == (number == len(env.gold)) and not truncated
+    assert info["success"] and info["final_score"] == 1.0
+    await env.aclose()
+
+    # The stock env (envStepLimit=3) answered these with moves 2, 2, 2, 4 and done only on the last.
+    env = make(manager, action_mode="text", env_step_limit=3)
+    await env.areset(options={"task_name": "boil", "variation": 1})
+    seen = []
+    for command in ("wait1", "inventory", "fly to the moon", "wait1"):
+        observation, _, terminated, truncated, info = await env.astep(command)
+        seen.append((info["moves"], terminated, truncated))
+    assert observation != UNKNOWN_COMMAND and env.trajectory.steps[2].observation == UNKNOWN_COMMAND
+    assert env.trajectory.steps[2].errors == {"unknown_command": 1}
+    assert seen == [(2, False, False), (2, False, False), (2, False, False), (4, False, True)]
+    assert info["truncation_reason"] == "step_limit"
+    await env.aclose()
+    with pytest.raises(ValueError, match="action_mode"):
+        make(manager, action_mode="commands")
 
 
 @on_pool_loop
