@@ -8,8 +8,8 @@ characters). F1 follows HotpotQA: *yes*, *no* and *noanswer* only match themselv
 
 Exact match equals Search-R1's ``qa_em.em_check`` (PeterGriffinJin/Search-R1): 0 of 807 normalised
 strings and 0 of 1,620 (prediction, golden answers) cases differ, nor 0 of 390 final turns scored
-through ``SearchEnv`` against ``compute_score_em`` on the released prompt (the values are replayed by
-``tests/envs/test_search_parity.py``). Two documented departures: a None prediction scores 0 (the
+through ``SearchEnv`` against ``compute_score_em`` on the released prompt (``benchmarks/search_parity.py``;
+``tests/envs/test_search_parity.py`` replays the values). Two documented departures: a None prediction scores 0 (the
 original raises), and a turn without a complete ``<answer>`` tag does not end the episode, where the
 original, extracting over prompt and response together, would score its prompt's example answer
 (*Beijing*).
