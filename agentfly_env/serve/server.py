@@ -288,10 +288,12 @@ async def _serve_session(websocket: _Connection, manager: SessionManager) -> Non
             await send(error_frame(error))
     except TimeoutError:  # a client that does not read its answers
         close_code = CLOSE_POLICY
-    except (OSError, RuntimeError):  # the connection went away under a send (Starlette's errors)
+    except (OSError, RuntimeError):  # the connection went away under a send (uvicorn's ClientDisconnected)
         return
+    # Bounded too: a client that reads nothing would hold the close (and this task) forever.
     with contextlib.suppress(Exception):
-        await websocket.close(close_code)
+        async with asyncio.timeout(config.send_timeout_s):
+            await websocket.close(close_code)
 
 
 async def _wait_for_env(websocket: _Connection, opening: asyncio.Future[_Session]) -> list[Any] | None:

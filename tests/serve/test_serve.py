@@ -250,6 +250,35 @@ async def test_a_client_that_disconnects_mid_step_gives_its_env_back():
         assert stats["pool"]["created"] == 1 and stats["opened"] == 2
 
 
+def client_frame(text: str) -> bytes:
+    """A masked WebSocket text frame, as a client sends it (the mask key is zero: the payload is as is)."""
+    payload = text.encode()
+    size = len(payload)
+    length = bytes([0x80 | size]) if size < 126 else bytes([0x80 | 127]) + size.to_bytes(8, "big")
+    return b"\x81" + length + b"\0\0\0\0" + payload
+
+
+async def test_a_client_that_does_not_read_its_answers_is_dropped_and_its_env_returned():
+    with serving(lambda: SlowEcho(delay=0.0), send_timeout_s=0.5, max_message_bytes=2 << 20) as served:
+        port = int(served.url.rpartition(":")[2])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)  # a raw client that never reads
+        writer.write(
+            b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")  # the last thing it reads
+        writer.write(client_frame('{"type": "reset"}'))
+        big = client_frame(json.dumps({"type": "step", "data": {"message": "x" * (1 << 20)}}))
+        for _ in range(8):  # each answer carries the 1-MiB text three times: the buffers fill, the sends stall
+            writer.write(big)
+        stats = await asyncio.to_thread(
+            served.wait_until, lambda stats: stats["opened"] and not stats["active_sessions"]
+        )
+        writer.transport.abort()
+        await writer.wait_closed()  # the socket closes on the loop, before the server stops
+        assert stats["opened"] == 1 and stats["active_sessions"] == 0 and stats["pool"]["in_use"] == 0
+
+
 async def test_a_bearer_token_guards_every_route_but_health():
     with serving(SlowEcho, token="sesame") as served:
         with pytest.raises(InvalidStatus) as refused:
