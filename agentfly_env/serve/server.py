@@ -1,6 +1,7 @@
 """Any registered env over OpenEnv's protocol: a WebSocket session per episode stream, HTTP beside it.
 
-:func:`create_app` builds the ASGI app (Starlette) that ``agentfly-serve`` runs under uvicorn:
+:func:`create_app` builds the ASGI app that ``agentfly-serve`` runs under uvicorn (``/ws`` on raw ASGI
+messages, the HTTP routes on Starlette):
 
 * ``/ws``: one session per WebSocket, with one env of its own leased from an env pool
   (:func:`~agentfly_env.distributed.make_env_pool`) for the whole connection and awaited through its
@@ -15,11 +16,13 @@ Capacity is the pool's: at most ``max_sessions`` envs exist, one per open sessio
 A session past the cap waits for one, first come first served, for at most ``queue_timeout_s``, and
 at most ``max_queue`` wait; past that it gets a ``CAPACITY_REACHED`` error frame and the close code
 1013 (try again later). A session silent for ``idle_timeout_s`` is closed with a ``SESSION_ERROR``
-frame and code 1000. Frames that are not JSON, not a known message or not a valid one get an error
-frame and the session goes on; a frame over ``max_message_bytes`` closes it with code 1009 (the
-WebSocket code for a message too big). Whatever ends a session (a close message, a disconnect, even
-mid-step, a refusal, the server stopping), its env goes back to the pool, reset by the next lease;
-an env that raised something other than a usage error is destroyed instead of reused.
+frame and code 1000, one that does not take its answer within ``send_timeout_s`` is dropped (1008). A
+client that leaves the queue takes no env; frames sent while queued are answered once the env comes.
+Frames that are not JSON, not a known message or not a valid one get an error frame and the session
+goes on; a frame over ``max_message_bytes`` closes it with code 1009 (the WebSocket code for a message
+too big). Whatever ends a session (a close message, a disconnect, even mid-step, a refusal, the server
+stopping), its env goes back to the pool, reset by the next lease; an env that raised something other
+than a usage error is destroyed instead of reused.
 
 With ``token`` set, every route but ``/health`` needs ``Authorization: Bearer <token>``.
 """
