@@ -339,6 +339,7 @@ def test_the_http_routes_answer_as_openenv_does():
         assert post(served.url + "/step", {"action": {"text": answer}})[0] == 422
         assert post(served.url + "/reset", b"{oops")[0] == 422
         assert post(served.url + "/reset", {"seed": "zero"})[0] == 422
+        assert post(served.url + "/reset", b" " * ((1 << 20) + 1))[0] == 413  # over max_message_bytes
         assert served.get("/health") == {"status": "healthy"}
         assert served.get("/metadata")["name"] == MATH
         schema = served.get("/schema")
