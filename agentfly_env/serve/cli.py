@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentfly-serve", description=__doc__.partition("\n\n")[0])
     parser.add_argument(
         "env_id",
-        help="a registered env id, e.g. AgentFly/Math-v0 (module:id imports the module first, as gym.make does)",
+        help="a registered env id, AgentFly/<Name>-v<N> (module:id imports the module first, as gym.make does)",
     )
     parser.add_argument("--env-kwargs", type=json.loads, default={}, help="JSON object of gym.make keyword arguments")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")

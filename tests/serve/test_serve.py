@@ -170,9 +170,10 @@ async def test_sessions_past_the_cap_queue_then_get_a_clear_refusal():
 
 async def test_a_session_that_waits_too_long_is_refused():
     with serving(SlowEcho, max_sessions=1, queue_timeout_s=0.2) as served:
-        async with connect(ws_url(served)) as first, connect(ws_url(served)) as second:
-            await request(first, {"type": "reset"})
-            refusal = json.loads(await asyncio.wait_for(second.recv(), 30))
+        async with connect(ws_url(served)) as first:
+            await request(first, {"type": "reset"})  # the one env is first's before second connects
+            async with connect(ws_url(served)) as second:
+                refusal = json.loads(await asyncio.wait_for(second.recv(), 30))
             assert refusal["data"]["code"] == "CAPACITY_REACHED"
 
 
