@@ -36,6 +36,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from agentfly_env import policies
 from agentfly_env.core import AgentEnv, EnvStateError
 from agentfly_env.registration import MIXTURE_ID
 
@@ -144,11 +145,9 @@ class MixtureEnv(AgentEnv):
 
     def expert_action(self) -> str:
         """The active component's scripted expert (a random well-formed action for one without)."""
-        from agentfly_env.policies import expert_action
-
         if self.active is None:
             raise EnvStateError(f"{self.env_id}: no episode yet; call reset() first")
-        return expert_action(self.active)
+        return policies.expert_action(self.active)
 
     async def _close(self) -> None:
         for env in self._envs.values():

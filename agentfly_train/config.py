@@ -142,7 +142,7 @@ class EnvConfig(Section):
         if self.id not in (DEFAULT_ENV_ID, MIXTURE_ID):
             raise ValueError(f"give env.id ({self.id!r}) or env.mix, not both")
         self.id = MIXTURE_ID
-        self.options["envs"] = [msgspec.to_builtins(component) for component in self.mix]
+        self.options = {**self.options, "envs": [msgspec.to_builtins(component) for component in self.mix]}
 
 
 #: What samples the episodes (``rollout.generator``, ``--generator``).
