@@ -4,7 +4,10 @@ The agent reads a problem (HumanEval's 164 by default, or the user's own), runs 
 ``code_interpreter`` tool as often as it likes, and submits its solution as ``<answer>...</answer>``
 (a ```` ```python ```` block inside is fine). The reward is the fraction of the problem's tests the
 solution passes, run in a fresh session of the episode's sandbox; ``info["reward_details"]`` lists
-each failed test and why it failed.
+each failed test and why it failed. An answer that cannot be graded because its sandbox died (killed
+from outside, the host out of memory) or none could be had is not scored 0, as a wrong one is: the
+episode is truncated (``info["truncation_reason"] == "sandbox_failure"``, the cause in
+``info["grading_error"]``), as other envs cut an episode whose backend died.
 
 Example:
     >>> import gymnasium as gym, agentfly_env
@@ -24,6 +27,7 @@ from agentfly_env.pool import default_manager
 from agentfly_env.rewards import RewardResult, reward
 from agentfly_env.tasks import TaskSource
 from agentfly_env.tool_env import ToolEnv
+from agentfly_env.turn import TurnReport
 from agentfly_env.types import ToolCall
 from agentfly_envs.code.grading import grade
 from agentfly_envs.code.interpreter import code_interpreter_tool
@@ -31,7 +35,12 @@ from agentfly_envs.code.pool import SANDBOX_POOL
 from agentfly_envs.code.sandbox import SandboxConfig
 from agentfly_envs.code.tasks import CodeTasks, HumanEvalTasks
 
-__all__ = ["CodeEnv"]
+__all__ = ["SANDBOX_FAILURE", "CodeEnv"]
+
+#: The truncation reason of an episode whose answer could not be graded.
+SANDBOX_FAILURE = "sandbox_failure"
+#: Marks the reward details of an answer that was not graded (the sandbox died or none could be had).
+_UNGRADED = "ungraded"
 
 SYSTEM_PROMPT = (
     "You are an expert Python programmer. Solve the task by writing the requested function. Use the "
@@ -117,7 +126,8 @@ class CodeEnv(ToolEnv):
         try:
             sandbox = await self._lease(self.pool_name)
         except Exception as error:  # no sandbox could be had: the answer cannot be checked
-            return RewardResult(0.0, {"tests_passed": 0.0}, success=False, details={"error": f"no sandbox: {error}"})
+            details = {"error": f"no sandbox: {error}", _UNGRADED: True}
+            return RewardResult(0.0, {"tests_passed": 0.0}, success=False, details=details)
         result = await grade(
             sandbox,
             prediction or "",
@@ -129,7 +139,17 @@ class CodeEnv(ToolEnv):
         )
         if result.sandbox_broken:
             await self._release(self.pool_name, broken=True)
-        return result.to_reward()
+        graded = result.to_reward()
+        if result.sandbox_died:
+            graded.details[_UNGRADED] = True
+        return graded
+
+    async def _finish_turn(self, turn: TurnReport) -> None:
+        """An answer that was not graded ends the episode truncated, with no reward: a score of 0 would
+        teach the model that a right answer was wrong."""
+        details = turn.result.details if turn.result is not None else {}
+        if details.get(_UNGRADED):
+            turn.truncate(SANDBOX_FAILURE, grading_error=details["error"])
 
     def expert_action(self) -> str:
         """A scripted expert: run the reference solution once, then submit it.

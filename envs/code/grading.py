@@ -49,7 +49,7 @@ from typing import Any, Literal
 import msgspec
 
 from agentfly_env.rewards import RewardResult
-from agentfly_envs.code.sandbox import Sandbox, SandboxError
+from agentfly_envs.code.sandbox import Sandbox, SandboxDied, SandboxError
 
 __all__ = ["Grade", "GradingPlan", "GradingStep", "grade", "plan_tests", "solution_program"]
 
@@ -250,6 +250,8 @@ class Grade(msgspec.Struct, kw_only=True):
         failures: For each failed test (the first few): its source and what went wrong.
         error: Why no test could run (the solution did not run, grading timed out, ...).
         sandbox_broken: Grading killed the sandbox (a timeout): it must go back to the pool as broken.
+        sandbox_died: The sandbox died under grading for an outside reason (killed, out of memory on the
+            host): the answer was not graded at all, so its score says nothing about it.
     """
 
     passed: int
@@ -257,6 +259,7 @@ class Grade(msgspec.Struct, kw_only=True):
     failures: list[dict[str, str]] = msgspec.field(default_factory=list)
     error: str | None = None
     sandbox_broken: bool = False
+    sandbox_died: bool = False
 
     @property
     def score(self) -> float:
@@ -311,7 +314,8 @@ async def grade(
         await sandbox.reset()
         result = await sandbox.run(f"{_HARNESS_SOURCE}\n{call}", timeout_s=timeout_s)
     except SandboxError as error:
-        return failed(error=f"grading stopped: {error}", sandbox_broken=True)
+        died = isinstance(error, SandboxDied)
+        return failed(error=f"grading stopped: {error}", sandbox_broken=True, sandbox_died=died)
     if result.crashed:
         return failed(error=f"the solution crashed the Python process: {result.crashed}")
     try:

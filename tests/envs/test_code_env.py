@@ -284,6 +284,20 @@ def test_tool_failures_are_observations_and_the_sandbox_is_replaced(manager):
     assert pool.stats().in_use == 0
 
 
+def test_an_answer_whose_sandbox_died_is_cut_short_not_scored_zero(manager):
+    env = make(manager)
+    env.reset(options={"task_index": 0})
+    env.step(call("x = 1"))  # the episode now holds its sandbox
+    env._leases[SANDBOX_POOL].resource.kill()  # it dies before the answer is graded, as from the OOM killer
+    _, reward, terminated, truncated, info = env.step(answer(HUMANEVAL[0]["solution"]))
+    assert (reward, terminated, truncated, info["truncation_reason"]) == (0.0, False, True, "sandbox_failure")
+    assert "grading stopped" in info["grading_error"] and "reward_details" not in info
+    assert manager.pool(SANDBOX_POOL).stats().in_use == 0
+    env.reset(options={"task_index": 0})  # the next episode gets a new sandbox, and its right answer scores
+    assert env.step(answer(HUMANEVAL[0]["solution"]))[1:3] == (1.0, True)
+    env.close()
+
+
 def test_random_play_never_raises(manager):
     env = make(manager)
     env.action_space.seed(0)
