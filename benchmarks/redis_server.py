@@ -1,4 +1,4 @@
-"""A throwaway ``redis-server`` on a free loopback port, for tests.
+"""A throwaway ``redis-server`` on a free loopback port, for the Redis tests and the chaos soak.
 
 The server binds 127.0.0.1 only, persists nothing (``--save "" --appendonly no``) and keeps its
 files in a temporary directory removed on stop.
