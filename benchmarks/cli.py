@@ -54,6 +54,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--json", type=Path, default=Path("bench-results/bench.json"), help="where to write the JSON results"
     )
     parser.add_argument("--quick", action="store_true", help="fewer repeats and smaller sizes (a smoke run)")
+    parser.add_argument(
+        "--suite-options",
+        type=json.loads,
+        default={},
+        help="JSON keyword arguments for the --suite module's run(), e.g. '{\"duration_s\": 900}' for chaos",
+    )
     args = parser.parse_args(argv)
     unknown = [env_id for env_id in args.env_ids if env_id not in agentfly_env.registered_ids()]
     if unknown:
@@ -130,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     suites = available_suites()
     if args.suite in suites:
         with console.status(args.suite):
-            results[args.suite] = suites[args.suite].run(quick=args.quick)
+            results[args.suite] = suites[args.suite].run(quick=args.quick, **args.suite_options)
     render(results, console)
     if args.suite in suites:
         suites[args.suite].render(results[args.suite], console)

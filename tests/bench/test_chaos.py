@@ -1,0 +1,52 @@
+"""``agentfly-bench --suite chaos``: a short soak through ``agentfly-serve`` (Math, Code, Search on Redis)
+while sandboxes, Redis, the server and client connections are killed.
+
+It ends once it has played its episodes and killed each kind at least once (the duration is only a cap),
+so a loaded machine makes it slower, not different. Nothing here is timed.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from agentfly_bench.suites import chaos
+
+KINDS = ["sandbox", "redis", "server", "connection"]
+
+
+def test_a_short_soak_loses_no_trajectory_leaks_nothing_and_explains_every_failure(tmp_path, capsys):
+    results = chaos.run(
+        quick=True,
+        duration_s=90,
+        episodes=30,
+        min_kills=1,
+        lanes=["serve"],
+        serve_envs=["math", "code", "search"],
+        kinds=KINDS,
+        kill_every_s=0.5,
+        clients=3,
+        out_dir=str(tmp_path),
+    )
+    assert all(results["kills"].get(kind, 0) >= 1 for kind in KINDS), results["kills"]
+    episodes = results["episodes"]
+    assert episodes["run"] >= 30 and episodes["clean"] > 0
+    # Every failure has a reason, and no episode the script solves ended unsolved without one.
+    assert episodes["unexplained"] == 0 and episodes["silent_failures"] == 0
+    assert sum(results["failures_by_reason"].values()) == episodes["failed"]
+    assert all(reason and results["failure_examples"][reason] is not None for reason in results["failures_by_reason"])
+    trajectories = results["trajectories"]
+    assert trajectories["lost"] == trajectories["corrupted"] == trajectories["unexpected"] == 0
+    assert trajectories["verified_intact"] == trajectories["written"] == trajectories["on_disk"] > 0
+    leaks = results["leaks"]
+    assert leaks["processes"] == [] and leaks["server_sessions"] == 0 and leaks["zombies_before_shutdown"] == []
+    assert results["server_restarts"] == results["kills"]["server"]
+    assert all(row["recovered"] >= 1 for row in results["recovery_s"].values()), results["recovery_s"]
+    chaos.render(results, Console(width=200))
+    assert "0 lost, 0 corrupted" in capsys.readouterr().out
+
+
+def test_the_scripts_solve_the_envs_they_are_counted_for():
+    task = {"question": "Who?", "golden_answers": ["Ada"], "solution": "def f():\n    return 1"}
+    assert chaos.scripted_turn("AgentFly/Search-v0", task, 1) == "<answer>Ada</answer>"
+    assert chaos.scripted_turn("AgentFly/Code-v0", task, 1).startswith("<answer>```python\ndef f()")
+    assert '"name": "retrieve"' in chaos.scripted_turn("AgentFly/Search-v0", task, 0)
