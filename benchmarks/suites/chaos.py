@@ -505,7 +505,12 @@ async def ray_worker(soak: Soak, pool: Any) -> None:
 
 
 class Driver:
-    """Kills one backend every ``every_s`` seconds, the kinds in turn (one without a victim now is skipped)."""
+    """Kills one backend every ``every_s`` seconds, the kinds in turn.
+
+    A kind is skipped while it has no victim, or while its last kill has not been recovered from (no
+    clean episode has started and ended since on what it hit): a starved machine then sees fewer
+    kills rather than a server killed each time it comes up, before any client got to play.
+    """
 
     def __init__(self, soak: Soak, kinds: Sequence[str], every_s: float, rng: random.Random, **targets: Any) -> None:
         self.soak, self.kinds, self.every_s, self.rng = soak, list(kinds), every_s, rng
@@ -528,6 +533,9 @@ class Driver:
 
     async def kill(self, kind: str) -> bool:
         now = time.monotonic()
+        last = next((kill for kill in reversed(self.soak.kills) if kill.kind == kind), None)
+        if last is not None and _recovery(last, self.soak.episodes) is None:
+            return False
         if kind == "connection":
             if self.relay is None or not self.relay.cut(self.rng):
                 return False
@@ -885,11 +893,11 @@ def _recovery(kill: Kill, episodes: list[Episode]) -> float | None:
     ends = [
         episode.ended
         for episode in episodes
-        if episode.reason is None
+        if episode.ended is not None
+        and episode.reason is None
         and episode.lane == kill.lane
         and episode.started >= kill.at
         and (kill.env is None or episode.env == kill.env)
-        and episode.ended is not None
     ]
     return min(ends) - kill.at if ends else None
 

@@ -1,14 +1,17 @@
 """``agentfly-bench --suite chaos``: a short soak through ``agentfly-serve`` (Math, Code, Search on Redis)
 while sandboxes, Redis, the server and client connections are killed.
 
-It ends once it has played its episodes and killed each kind at least once (the duration is only a cap),
-so a loaded machine makes it slower, not different. Nothing here is timed.
+It ends once it has played its episodes, killed each kind at least once and seen each kill recovered
+from (the duration is only a cap), so a loaded machine makes it slower, not different (about 10 s on an
+idle 2-core machine). Nothing here is timed.
 """
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 
+from agentfly_bench.cli import parse_args
 from agentfly_bench.suites import chaos
 
 KINDS = ["sandbox", "redis", "server", "connection"]
@@ -17,7 +20,7 @@ KINDS = ["sandbox", "redis", "server", "connection"]
 def test_a_short_soak_loses_no_trajectory_leaks_nothing_and_explains_every_failure(tmp_path, capsys):
     results = chaos.run(
         quick=True,
-        duration_s=90,
+        duration_s=300,  # a cap for a starved machine: it ends once it has its episodes, kills and recoveries
         episodes=30,
         min_kills=1,
         lanes=["serve"],
@@ -50,3 +53,10 @@ def test_the_scripts_solve_the_envs_they_are_counted_for():
     assert chaos.scripted_turn("AgentFly/Search-v0", task, 1) == "<answer>Ada</answer>"
     assert chaos.scripted_turn("AgentFly/Code-v0", task, 1).startswith("<answer>```python\ndef f()")
     assert '"name": "retrieve"' in chaos.scripted_turn("AgentFly/Search-v0", task, 0)
+
+
+def test_the_command_line_passes_suite_options_to_the_suite():
+    args = parse_args(["--suite", "chaos", "--suite-options", '{"duration_s": 900, "lanes": ["ray"]}'])
+    assert args.suite_options == {"duration_s": 900, "lanes": ["ray"]}
+    with pytest.raises(ValueError, match="unknown lanes"):
+        chaos.run(quick=True, lanes=["elsewhere"])
