@@ -260,8 +260,14 @@ class ScienceWorldEnv(ToolEnv):
         return self.task["task_name"], self.task["variation"], self.task["simplifications"]
 
     async def _load(self, *, gold: bool, retry: bool = True) -> Loaded:
-        """Leases a JVM and loads the episode's task; a JVM that fails here is replaced once."""
-        self.engine = await self._lease(self.pool_name)
+        """Leases a JVM and loads the episode's task; a JVM that fails here, or dies while it starts
+        (killed, the host out of memory), is replaced once."""
+        try:
+            self.engine = await self._lease(self.pool_name)
+        except EngineFailure:  # the pool has freed the dead one's place
+            if not retry:
+                raise
+            return await self._load(gold=gold, retry=False)
         key = self._gold_key()
         cached = _gold_cache.get(key) if key is not None else None
         task = self.task

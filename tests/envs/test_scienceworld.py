@@ -6,6 +6,7 @@ The env tests share one pool of two JVMs (pre-warmed, closed at the end of the m
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import os
@@ -29,7 +30,9 @@ from agentfly_envs.scienceworld import (
     task_names,
     variations,
 )
+from agentfly_envs.scienceworld.engine import EngineFailure, ScienceWorldEngine
 from agentfly_envs.scienceworld.env import STEP_LIMIT, UNKNOWN_COMMAND
+from agentfly_envs.scienceworld.pool import engine_spec
 from agentfly_envs.scienceworld.tasks import SPLITS, check_simplifications
 
 #: The async tests share the event loop of the module-scoped pool.
@@ -294,6 +297,28 @@ async def test_a_killed_jvm_truncates_the_episode_and_the_next_gets_a_fresh_one(
     _, _, info = await play_expert(env, task_name="find-animal", variation=2)
     assert info["success"]
     await env.aclose()
+
+
+async def test_a_jvm_that_dies_while_it_starts_is_replaced_at_reset():
+    spec = engine_spec()
+    starts = []
+
+    def start() -> ScienceWorldEngine:  # the first JVM dies while it starts, as from the OOM killer
+        starts.append(len(starts))
+        if len(starts) == 1:
+            raise EngineFailure("the JVM exited at start (killed by signal 9)")
+        return spec.create()
+
+    resources = ResourceManager()
+    resources.register(ENGINE_POOL, dataclasses.replace(spec, create=start))
+    env = ScienceWorldEnv(resources=resources)
+    try:
+        observation, _ = await env.areset(options={"task_name": "find-animal", "variation": 2})
+        assert "find" in observation.lower() and env.engine.healthy() and starts == [0, 1]
+        assert resources.stats()[ENGINE_POOL].failures == 1
+    finally:
+        await env.aclose()
+        await resources.close()
 
 
 @on_pool_loop
