@@ -228,9 +228,9 @@ class ALFWorldEnv(ToolEnv):
     async def _reset(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         _, info = await super()._reset(seed, options)
         self._played = []
-        for attempt in range(2):  # an engine that died while idle is replaced once
-            engine = await self._lease(self.pool_name)
+        for attempt in range(2):  # an engine that died while idle, or while it started, is replaced once
             try:
+                engine = await self._lease(self.pool_name)
                 state = await asyncio.to_thread(engine.load, self.task["game_file"], self.load_timeout_s)
                 break
             except BaseException as error:

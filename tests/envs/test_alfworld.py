@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -25,6 +26,7 @@ from agentfly_envs.alfworld import (
     EngineError,
     GeneratedGames,
 )
+from agentfly_envs.alfworld.engine import engine_spec
 from agentfly_envs.alfworld.generator import (
     TASK_TYPES,
     alfworld_logic,
@@ -529,3 +531,25 @@ def test_an_engine_that_cannot_start_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the worker imports this textworld first
     with pytest.raises(EngineError, match="could not start: ImportError: textworld is broken here"):
         Engine.start(timeout_s=60)
+
+
+def test_an_engine_that_dies_while_it_starts_is_replaced_at_reset(make_env):
+    spec = engine_spec()
+    starts = []
+
+    def start() -> Engine:  # the first engine dies while it starts, as from the OOM killer
+        starts.append(len(starts))
+        if len(starts) == 1:
+            raise EngineError("the engine process died (exit code -9)")
+        return spec.create()
+
+    resources = ResourceManager()
+    resources.register(ENGINE_POOL, dataclasses.replace(spec, create=start))
+    env = make_env(resources=resources)
+    try:
+        observation, _ = env.reset(options=GAME)
+        assert observation.startswith("-= Welcome to TextWorld, ALFRED! =-") and starts == [0, 1]
+        assert resources.stats()[ENGINE_POOL].failures == 1
+    finally:
+        env.close()
+        run_sync(resources.close())
