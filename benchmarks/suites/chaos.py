@@ -231,7 +231,7 @@ class Soak:
             episode.written = True
         failure = error or (failure_reason(trajectory) if trajectory is not None else ("no trajectory", ""))
         if failure is not None:
-            episode.reason, episode.detail = failure[0], failure[1][:300]
+            episode.reason, episode.detail = failure[0], " ".join(failure[1].split())[:300]
 
 
 def _digest(trajectory: Trajectory) -> str:
