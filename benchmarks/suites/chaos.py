@@ -177,21 +177,23 @@ def _error_reason(stage: str, error: BaseException) -> tuple[str, str]:
 
 @dataclass
 class Episode:
+    """One episode as the driver saw it (``started``/``ended``: monotonic seconds)."""
+
     lane: str
     number: int
     seed: int
     started: float
-    env: str | None = None
+    env: str | None = None  # None until its reset answered
     ended: float | None = None
-    reason: str | None = None
+    reason: str | None = None  # why it failed (None: it did not)
     detail: str | None = None  # what the error or the truncation said
-    steps: int = 0
     solved: bool = False
-    written: bool = False
 
 
 @dataclass
 class Kill:
+    """One kill: what, where, when (monotonic seconds) and how long until a clean episode after it."""
+
     kind: str
     lane: str
     at: float
@@ -225,10 +227,9 @@ class Soak:
         episode.ended = time.monotonic()
         if trajectory is not None:
             trajectory.episode_id = f"{episode.lane}-{episode.number}"
-            episode.env, episode.steps, episode.solved = trajectory.env_id, len(trajectory.steps), trajectory.success
+            episode.env, episode.solved = trajectory.env_id, trajectory.success
             self.writer.write(trajectory)
             self.digests[trajectory.episode_id] = _digest(trajectory)
-            episode.written = True
         failure = error or (failure_reason(trajectory) if trajectory is not None else ("no trajectory", ""))
         if failure is not None:
             episode.reason, episode.detail = failure[0], " ".join(failure[1].split())[:300]
