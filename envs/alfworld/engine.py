@@ -5,7 +5,8 @@ library under it) wrapped as ALFWorld wraps it (``AlfredDemangler``: "cabinet 3"
 ``Cabinet_bar__plus_00_dot_38...``). It loads a ``game.tw-pddl`` file, answers commands with the
 game's own feedback, and says whether the game is won and which commands are admissible; it also
 gives the game's facts (for the scripted expert) and a Fast Downward plan (ALFWorld's "planner"
-expert: a blind search, quick in small rooms, from seconds to over a minute in large kitchens). Unknown
+expert: a blind search, quick in small rooms, from seconds to over a minute in large kitchens), and
+plays ALFWorld's handcoded expert on a game file as ``alfworld-generate`` does (:meth:`Engine.solve`). Unknown
 commands get the engine's answer, "Nothing happens.". A process per engine gives a pool of engines
 real parallelism (the engine is pure Python under the GIL), keeps a crash of the C++ planner out of
 the caller, and lets a wedged engine be killed.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import random
 import select
 import subprocess
 import sys
@@ -83,8 +85,8 @@ class Engine:
     Attributes:
         state: The state after the last load or step (None before the first load).
         game_file: The game loaded last.
-        walkthrough: The solution the game file carries (``[]`` if none): ALFWorld's expert
-            trajectory, or the generator's scripted one.
+        walkthrough: The solution the game file carries (``[]`` if none): the path of ALFWorld's
+            handcoded expert, in released and in generated games alike.
     """
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
@@ -187,6 +189,14 @@ class Engine:
         """A shortest solution from the current state, by the Fast Downward planner (empty if none)."""
         return list(self.call("plan", timeout_s=timeout_s))
 
+    def solve(self, game_file: str, seed: int = 0, timeout_s: float | None = 300.0) -> list[str] | None:
+        """Play ALFWorld's handcoded expert on a game as ``alfworld-generate`` checks a game: ``AlfredExpert``
+        over the demangled engine, its next command played until the game is done; the path if it won,
+        None if it failed or ran past its 200 steps. ``traj_data.json`` must lie beside the game file (the
+        expert reads its targets there); ``seed`` seeds the expert's random choices."""
+        path = self.call("solve", game_file, seed, timeout_s=timeout_s)
+        return None if path is None else list(path)
+
     def kill(self) -> None:
         """Stop the process at once (a stuck or unwanted engine)."""
         if self.alive:
@@ -277,7 +287,7 @@ def _speed_up_textworld() -> None:
 _SHARED = frozenset({"state", "facts", "entity_infos"})
 
 
-_OPERATIONS = frozenset({"ping", "load", "step", "facts", "plan"})
+_OPERATIONS = frozenset({"ping", "load", "step", "facts", "plan", "solve"})
 
 
 class _Player:
@@ -291,6 +301,7 @@ class _Player:
         _speed_up_textworld()
         self.env = AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True)))
         self.game_file: str | None = None
+        self._expert_env: Any = None  # built on the first solve
 
     @staticmethod
     def _state(state: Any) -> dict[str, Any]:
@@ -328,6 +339,27 @@ class _Player:
             raise RuntimeError("no game is loaded")
         pddl = self.env.unwrapped
         return list(pddl._pddl_state.replan(pddl._entity_infos))
+
+    def solve(self, game_file: str, seed: int) -> list[str] | None:
+        if self._expert_env is None:  # the wrappers alfworld-generate plays its expert through
+            import textworld
+            from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
+            from textworld.envs import PddlEnv
+
+            infos = textworld.EnvInfos(admissible_commands=True, extras=["gamefile"])
+            self._expert_env = AlfredExpert(AlfredInfos(AlfredDemangler(PddlEnv(infos), shuffle=False)))
+        env = self._expert_env
+        random.seed(seed)  # the handcoded expert draws from the module-level generator
+        env.load(game_file)  # a game that does not load is an error, not a game the expert lost
+        state, done, path = env.reset(), False, []
+        try:
+            while not done:  # the expert raises once past its 200 steps, or when it runs out of subgoals
+                command = state["extra.expert_plan"][0]
+                state, _, done = env.step(command)
+                path.append(command)
+        except Exception:  # noqa: BLE001 - as alfworld-generate's is_solvable: any failure means unsolved
+            return None
+        return path
 
 
 def _serve() -> None:

@@ -9,8 +9,11 @@ Both sources give tasks that point at a ``game.tw-pddl`` file in ALFWorld's layo
   the games ALFWorld itself plays: solvable, of the chosen task types, no movable or sliced ones.
 * :class:`GeneratedGames` makes games with :mod:`~agentfly_envs.alfworld.generator`, the i-th game of
   a split from a seed of its own, and writes each once to a cache directory (atomically: concurrent
-  writers and a crash mid-write never leave a partial game). Splits follow ALFWorld's: ``train`` and
-  ``valid_seen`` draw from ALFRED's training floor plans, ``valid_unseen`` from the held-out ones.
+  writers and a crash mid-write never leave a partial game). Each candidate game is played once by
+  ALFWorld's handcoded expert, in an engine process shared by the process's sources; a candidate it
+  loses is written too, marked unsolvable as ``alfworld-generate`` leaves it, so the verdict is read
+  from the cache next time. Splits follow ALFWorld's: ``train`` and ``valid_seen`` draw from ALFRED's
+  training floor plans, ``valid_unseen`` from the held-out ones.
 
 Example:
     >>> import tempfile
@@ -23,11 +26,13 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,14 +41,25 @@ import alfworld.gen.constants as alfred
 
 from agentfly_env.files import atomic_path
 from agentfly_env.tasks import TaskSource
+from agentfly_envs.alfworld.engine import Engine
 from agentfly_envs.alfworld.generator import (
     GENERATOR_VERSION,
     TASK_TYPES,
-    alfworld_logic,
+    GeneratedGame,
     generate_game,
+    handcoded_expert,
 )
 
-__all__ = ["SPLITS", "SPLIT_ALIASES", "ALFWorldGames", "GeneratedGames", "cache_root", "resolve_split", "write_atomic"]
+__all__ = [
+    "SPLITS",
+    "SPLIT_ALIASES",
+    "ALFWorldGames",
+    "GeneratedGames",
+    "cache_root",
+    "checking_engine",
+    "resolve_split",
+    "write_atomic",
+]
 
 #: ALFWorld's splits, with the number of games its release has in each (the generated default sizes).
 SPLITS = {"train": 3553, "valid_seen": 140, "valid_unseen": 134}
@@ -87,6 +103,25 @@ def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` all at once: a temporary file beside it, then a rename over it."""
     with atomic_path(path) as scratch:
         scratch.write_text(text)
+
+
+class _SharedEngine:
+    """One engine process for the whole Python process, started on first use and again if it died."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._engine: Engine | None = None
+
+    def __call__(self) -> Engine:
+        with self._lock:
+            if self._engine is None or not self._engine.alive:
+                self._engine = Engine.start()
+                atexit.register(self._engine.close)
+            return self._engine
+
+
+#: The engine that plays the handcoded expert on new generated games (its calls are serialised).
+checking_engine = _SharedEngine()
 
 
 def _task(game_file: Path, split: str, traj: dict[str, Any], goal: str, root: Path) -> dict[str, Any]:
@@ -153,17 +188,27 @@ class GeneratedGames(TaskSource):
         digest = hashlib.sha256(f"{self.seed}/{self.split}/{self.scenes}/{index}".encode()).digest()
         return int.from_bytes(digest[:8], "big")
 
+    def game(self, index: int) -> GeneratedGame:
+        """Game ``index`` itself (the household, the task, the expert's walkthrough), made and cached as
+        for ``self[index]``."""
+        task_type = self.task_types[index % len(self.task_types)]
+        return generate_game(self.game_seed(index), task_type, scenes=self.scenes, expert=self._verdict)
+
     def _make(self, index: int) -> dict[str, Any]:
-        game = generate_game(self.game_seed(index), self.task_types[index % len(self.task_types)], scenes=self.scenes)
+        game = self.game(index)
+        game_file = self.split_dir / game.directory / "game.tw-pddl"
+        return _task(game_file, self.split, game.traj_data(), game.goal, self.split_dir)
+
+    def _verdict(self, game: GeneratedGame) -> list[str] | None:
+        """The handcoded expert's path on a candidate (None: it lost), read from the cache or played and
+        written there with the game."""
         trial = self.split_dir / game.directory
         game_file = trial / "game.tw-pddl"
         if not game_file.exists():  # game.tw-pddl goes last: its presence means the trial is complete
-            domain, grammar = alfworld_logic()
-            content = game.game_file(domain, grammar)
-            write_atomic(trial / "traj_data.json", json.dumps(game.traj_data(), indent=2))
-            write_atomic(trial / "initial_state.pddl", content["pddl_problem"])
-            write_atomic(game_file, json.dumps(content))
-        return _task(game_file, self.split, game.traj_data(), game.goal, self.split_dir)
+            game.walkthrough = handcoded_expert(checking_engine())(game)
+            for name, text in game.files().items():
+                write_atomic(trial / name, text)
+        return json.loads(game_file.read_text())["walkthrough"]
 
 
 class ALFWorldGames(TaskSource):

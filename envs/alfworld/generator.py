@@ -1,52 +1,74 @@
-"""Procedurally generated ALFWorld games: ALFRED's own floor plans, furnished at random, one task each.
+"""Procedurally generated ALFWorld games: ALFRED's own floor plans, furnished at random, one task each,
+kept only if ALFWorld's handcoded expert solves them, as ``alfworld-generate`` keeps its games.
 
 The ``alfworld`` package ships what ALFWorld's games are made of, but not the 3,553 games themselves
 (a release download): the PDDL domain (``alfred.pddl``), the text grammar (``alfred.twl2``), the goal
 library (the PDDL goal and the sentence templates of each task type), ALFRED's object rules (which
 receptacle can hold what; what can be cleaned, heated, cooled, switched on) and, per floor plan, the
-object types of the scene and the receptacles with the spot the agent stands at to use each. From
-these a game is generated the way ALFRED made its trials: take a floor plan whose room suits the task,
-place the scene's objects in receptacles that can hold them, pick the task's targets, and write the
-PDDL problem. The result is a game in the exact form of ALFWorld's release: ``traj_data.json``,
-``initial_state.pddl`` and ``game.tw-pddl`` (domain, grammar with the goal sentence, problem, and a
-walkthrough), played by the same TextWorld engine as the real files.
+object types of the scene (``FloorPlanN-objects.json``), its reachable grid (``-layout.npy``) and its
+receptacles with the spot the agent opens each from (``-openable.json``). From these a game is made the
+way ALFRED made its trials: take a floor plan whose room suits the task, place the scene's objects in
+receptacles that can hold them, pick the task's targets, and write the PDDL problem; then, as
+``alfworld-generate`` does, play ALFWorld's handcoded expert on it (``AlfredExpert``, at most 200
+steps) and keep the game only if the expert wins, its path becoming the walkthrough. A game the expert
+loses is drawn again from a seed derived from the first. The result is a game in the exact form of
+ALFWorld's release: ``traj_data.json``, ``initial_state.pddl`` and ``game.tw-pddl`` (domain, grammar
+with the goal sentence, problem, ``solvable`` and the expert's walkthrough), played by the same
+TextWorld engine as the real files.
+
+Locations are named as ALFRED names them, ``loc|x|z|rotation|horizon``: the grid point the agent
+stands on (0.25 m steps), the direction it faces (0-3: north, east, south, west) and the camera's tilt,
+computed by ALFRED's rule (``get_obj_coords`` of its full-knowledge game state) from the receptacle's
+position (its ALFRED id), the scene's reachable points and the known opening spot. What the package's
+data does not give, and this module therefore makes up, is listed in :func:`floor_plans`.
 
 Everything is a function of the seed: the same seed gives the same game, file for file.
 
 Example:
-    >>> game = generate_game(seed=7, task_type="pick_heat_then_place_in_recep")
-    >>> game.task_type, game.room
-    ('pick_heat_then_place_in_recep', 'Kitchen')
-    >>> game.walkthrough[-1].startswith("move ")
+    >>> game = draw_game(seed=7, task_type="pick_heat_then_place_in_recep")
+    >>> game.task_type, game.room, game.walkthrough is None
+    ('pick_heat_then_place_in_recep', 'Kitchen', True)
+    >>> game.start.startswith("loc|") and game.start.endswith("|30")
     True
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import random
+import tempfile
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import alfworld.gen.constants as alfred
+import numpy as np
 from alfworld.gen.goal_library import gdict as GOALS
+
+from agentfly_envs.alfworld.engine import Engine
 
 __all__ = [
     "GENERATOR_VERSION",
+    "MAX_DRAWS",
     "TASK_TYPES",
+    "Expert",
     "GeneratedGame",
     "display_names",
+    "draw_game",
     "floor_plans",
     "generate_game",
+    "handcoded_expert",
+    "location_of",
     "mangle",
 ]
 
 #: Part of the cache path: bump it when a change to this module changes the games a seed gives.
-GENERATOR_VERSION = "v1"
+GENERATOR_VERSION = "v2"
 
 #: ALFWorld's six task types, by its ids 1-6 (``alfworld.agents.environment.alfred_tw_env.TASK_TYPES``).
 TASK_TYPES = (
@@ -57,6 +79,9 @@ TASK_TYPES = (
     "pick_cool_then_place_in_recep",
     "pick_two_obj_and_place",
 )
+
+#: How many draws :func:`generate_game` tries before giving up on a seed (the expert wins most first draws).
+MAX_DRAWS = 64
 
 #: The receptacle type each state-changing task needs (the domain's Clean/Heat/CoolObject preconditions).
 APPLIANCE = {
@@ -82,9 +107,35 @@ PICKUPABLE = frozenset().union(*alfred.VAL_RECEPTACLE_OBJECTS.values()) - {
 #: Constants the domain's action preconditions name; the problem must declare them.
 _DOMAIN_OTYPES = ("KnifeType", "ButterKnifeType")
 _DOMAIN_RTYPES = ("SinkBasinType", "MicrowaveType", "FridgeType")
-#: How many of one receptacle type a floor plan gets when its layout lists the type without positions.
-_SYNTHESIZED_COUNTS = {"StoveBurner": 4}
 _MANGLE = {"-": "_minus_", "|": "_bar_", "+": "_plus_", ".": "_dot_", ",": "_comma_"}
+
+#: ALFRED's grid step (m) and the camera's height: the agent stands at y = 0.9009992 in every ALFRED
+#: scene (the ``init_action`` of its trajectories) and the camera sits ``CAMERA_HEIGHT_OFFSET`` above.
+_STEP = alfred.AGENT_STEP_SIZE
+_CAMERA_HEIGHT = 0.9009992 + alfred.CAMERA_HEIGHT_OFFSET
+#: Grid offsets (x, z) of the four directions ALFRED's rotations 0-3 face: north, east, south, west.
+HEADINGS = ((0, 1), (1, 0), (0, -1), (-1, 0))
+#: Receptacles of a scene that the package lists by type only (no id, no position; see :func:`floor_plans`):
+#: how many to make of each (1 or a block of 4), and a typical height (m) of their centre, which sets the
+#: camera angle.
+_UNPLACED_COUNTS = {"StoveBurner": 4}
+_UNPLACED_HEIGHTS = {
+    "StoveBurner": 0.93,
+    "CoffeeMachine": 0.90,
+    "Toaster": 0.90,
+    "GarbageCan": 0.0,
+    "Toilet": 0.0,
+    "LaundryHamper": 0.0,
+    "Safe": 0.0,
+    "Ottoman": 0.0,
+    "ToiletPaperHanger": 0.75,
+    "TowelHolder": 1.1,
+    "HandTowelHolder": 1.5,
+    "SinkBasin": 0.8,
+    "Drawer": 0.5,
+    "Shelf": 0.5,
+    "Cabinet": 0.5,
+}
 
 
 def mangle(name: str) -> str:
@@ -101,7 +152,7 @@ def display_names(ids: Sequence[str]) -> dict[str, str]:
     """The names the game shows for ALFRED ids ("cabinet 3"), numbered as ALFWorld's Demangler does.
 
     The engine lowercases PDDL names and ALFWorld numbers the instances of a kind in sorted order of
-    their names, counting down, so the walkthrough must do the same to name things as the game does.
+    their names, counting down.
 
     Example:
         >>> display_names(["Apple|+01.00|+00.90|-01.00", "Apple|-01.00|+00.90|-01.00", "Sink|+00.00|+00.90|-02.00|SinkBasin"])
@@ -120,12 +171,78 @@ def display_names(ids: Sequence[str]) -> dict[str, str]:
 
 
 def _coordinate(value: float) -> str:
-    return f"{value:+06.2f}"
+    """One coordinate of an ALFRED id: signed, two digits each side, and zero unsigned ("00.00") as THOR writes it."""
+    text = f"{value:+06.2f}"
+    return "00.00" if text in ("+00.00", "-00.00") else text
 
 
-def _location(x: int, z: int, rotation: int, horizon: int) -> str:
-    """ALFRED's agent pose on its 0.25 m grid, as its PDDL names it (``loc|x|z|rotation|horizon``)."""
-    return f"loc|{x}|{z}|{rotation}|{horizon}"
+def _alfred_id(kind: str, x: float, y: float, z: float) -> str:
+    base = "|".join([kind.replace("Basin", "") if kind.endswith("Basin") else kind, *map(_coordinate, (x, y, z))])
+    return f"{base}|{kind}" if kind.endswith("Basin") else base
+
+
+def _position(alfred_id: str) -> tuple[float, float, float]:
+    """The (x, y, z) an ALFRED id carries: where the object stood when the scene was made."""
+    x, y, z = (float(value) for value in alfred_id.split("|")[1:4])
+    return x, y, z
+
+
+@functools.cache
+def reachable_points(scene: int) -> np.ndarray:
+    """The grid points (x, z in 0.25 m steps) the agent can stand on, as ALFRED's ``Graph`` loads them."""
+    path = resources.files("alfworld.gen") / "layouts" / f"FloorPlan{scene}-layout.npy"
+    with path.open("rb") as handle:
+        points = np.load(handle) / _STEP
+    return np.round(points).astype(np.int32)
+
+
+def location_of(
+    scene: int, kind: str, position: tuple[float, float, float], known_point: tuple[float, float] | None = None
+) -> str:
+    """Where ALFRED's generator puts the agent to use a thing, named ``loc|x|z|rotation|horizon``.
+
+    ALFRED's rule (``TaskGameStateFullKnowledge.get_obj_coords``): stand on the known opening spot if
+    there is one (``-openable.json``), else on the reachable point nearest the thing (Manhattan
+    distance); face it along the axis of the larger offset; step back one point if closer than 0.5 m
+    and that point is reachable; tilt the camera toward the thing's height, in 15 degree steps within
+    -30..60 (with ALFRED's forced tilts for floor lamps, toilets and FloorPlan18's fridge).
+
+    Args:
+        scene: ALFRED scene number.
+        kind: The thing's type (``Cabinet``).
+        position: Its (x, y, z) in metres.
+        known_point: The (x, z) in metres to stand on, if the floor plan's data names one.
+
+    Example:
+        >>> location_of(27, "Cabinet", (0.13, 0.39, 1.77), known_point=(1.0, 1.75))
+        'loc|4|7|3|60'
+    """
+    points = reachable_points(scene)
+    x, y, z = position
+    centre = np.array([x, z]) / _STEP
+    offsets = centre[np.newaxis, :] - points
+    if known_point is not None:
+        spot = np.array(known_point) / _STEP
+        offset = centre - spot
+    else:
+        nearest = int(np.argmin(np.abs(offsets).sum(axis=1)))
+        spot, offset = points[nearest].astype(float), offsets[nearest]
+    distance = float(np.sqrt(np.sum((np.array([*spot, _CAMERA_HEIGHT / _STEP]) - [*centre, y / _STEP]) ** 2))) * _STEP
+    if abs(offset[0]) > abs(offset[1]):
+        rotation = 1 if offset[0] > 0 else 3
+    else:
+        rotation = 0 if offset[1] > 0 else 2
+    if distance < 0.5:  # too close: one point back, if the agent can stand there
+        back = spot - HEADINGS[rotation]
+        matches = np.flatnonzero(np.abs(back[np.newaxis, :] - points).astype(np.int32).sum(axis=1) == 0)
+        if matches.size:
+            spot, offset = points[matches[0]].astype(float), offsets[matches[0]]
+    horizontal = float(np.max(np.abs(offset))) * _STEP
+    angle = np.round(np.degrees(np.arctan2(_CAMERA_HEIGHT - y, horizontal)) / alfred.HORIZON_GRANULARITY)
+    horizon = int(np.clip(angle * alfred.HORIZON_GRANULARITY, -30, 60))
+    forced = alfred.FORCED_HORIZON_OBJS
+    horizon = forced.get((kind, scene), forced.get((kind, None), horizon))
+    return f"loc|{int(spot[0])}|{int(spot[1])}|{rotation}|{horizon}"
 
 
 @dataclass(frozen=True)
@@ -139,68 +256,111 @@ class Receptacle:
 
 @dataclass(frozen=True)
 class FloorPlan:
-    """One of ALFRED's 120 scenes, as far as a text game needs it."""
+    """One of ALFRED's 120 scenes, as far as a text game needs it.
+
+    Attributes:
+        unplaced: The receptacle types the package lists by type only, whose ids and spots were made up.
+    """
 
     scene: int
     room: str
     receptacles: tuple[Receptacle, ...]
     object_types: frozenset[str]
+    unplaced: frozenset[str]
 
     @property
     def receptacle_types(self) -> frozenset[str]:
         return frozenset(r.type for r in self.receptacles)
 
 
-def _layout(scene: int, kind: str) -> Any:
+def layout_data(scene: int, kind: str) -> Any:
+    """A floor plan's ``FloorPlanN-<kind>.json`` from the package: ``objects`` (the scene's object types)
+    or ``openable`` (receptacle id -> [x, z, rotation, horizon] of the spot to open it from)."""
     path = resources.files("alfworld.gen") / "layouts" / f"FloorPlan{scene}-{kind}.json"
     return json.loads(path.read_text())
 
 
-def _receptacle_type(alfred_id: str) -> str:
+def receptacle_type(alfred_id: str) -> str:
+    """The type of a receptacle's ALFRED id."""
     parts = alfred_id.split("|")
     return parts[4] if len(parts) == 5 else parts[0]  # "Sink|x|y|z|SinkBasin" is a SinkBasin
+
+
+def _edges(scene: int) -> list[tuple[int, int, int]]:
+    """Reachable points with an unreachable neighbour, and the direction (0-3) of that neighbour: where
+    something can stand against the walkable area."""
+    points = reachable_points(scene)
+    walkable = {(int(x), int(z)) for x, z in points}
+    return [
+        (x, z, heading)
+        for x, z in sorted(walkable)
+        for heading, (dx, dz) in enumerate(HEADINGS)
+        if (x + dx, z + dz) not in walkable
+    ]
+
+
+def _unplaced_receptacles(scene: int, kind: str) -> list[Receptacle]:
+    """Receptacles of a type the floor plan lists without ids or positions, placed against the edge of
+    its walkable area (1.5 grid steps beyond a reachable edge point drawn by scene and type, at the
+    type's typical height) and located by ALFRED's rule. Stove burners come as a block of four, 0.25 m
+    apart."""
+    rng = random.Random(f"{scene}/{kind}")
+    x, z, heading = rng.choice(_edges(scene))
+    dx, dz = HEADINGS[heading]
+    centre_x, centre_z = (x + 1.5 * dx) * _STEP, (z + 1.5 * dz) * _STEP
+    count = _UNPLACED_COUNTS.get(kind, 1)
+    spread = [(0.0, 0.0)] if count == 1 else [(sx * 0.125, sz * 0.125) for sx in (-1, 1) for sz in (-1, 1)]
+    height = _UNPLACED_HEIGHTS.get(kind, 0.5)
+    receptacles = []
+    for ox, oz in spread:
+        position = (centre_x + ox, height, centre_z + oz)
+        receptacles.append(Receptacle(_alfred_id(kind, *position), kind, location_of(scene, kind, position)))
+    return receptacles
 
 
 @functools.cache
 def floor_plans() -> dict[int, FloorPlan]:
     """Every floor plan the ``alfworld`` package ships, by scene number (kitchens 1-30, living rooms
-    201-230, bedrooms 301-330, bathrooms 401-430)."""
+    201-230, bedrooms 301-330, bathrooms 401-430).
+
+    The receptacles are those of ``FloorPlanN-openable.json``, with their ALFRED ids and located by
+    ALFRED's rule from their position and opening spot (:func:`location_of`). The package has no more:
+    a release's scenes come from AI2-THOR's scene metadata, which lists every receptacle object with its
+    position, and that metadata needs the simulator. So two things differ from a release:
+
+    * receptacle types the scene's ``-objects.json`` lists but ``-openable.json`` does not place (most
+      often stove burners, coffee machines, toasters, garbage cans and bathroom holders) get made-up
+      ids and positions: four stove burners, one of anything else, against the edge of the walkable
+      area, at a typical height (:attr:`FloorPlan.unplaced`);
+    * instances of a placed type that ``-openable.json`` omits (ALFRED's precompute step skipped
+      receptacles it found no good spot for, such as some high cabinets) are missing.
+    """
     plans = {}
     for room, scenes in alfred.SCENE_TYPE.items():
         for scene in scenes:
-            object_types = frozenset(_layout(scene, "objects"))
-            rng = random.Random(scene)
+            object_types = frozenset(layout_data(scene, "objects"))
             receptacles = []
-            for alfred_id, (x, z, rotation, horizon) in sorted(_layout(scene, "openable").items()):
-                kind = _receptacle_type(alfred_id)
+            for alfred_id, (x, z, _, _) in sorted(layout_data(scene, "openable").items()):
+                kind = receptacle_type(alfred_id)
                 if kind in STATIC_RECEPTACLES:
-                    location = _location(round(x / 0.25), round(z / 0.25), round(rotation / 90) % 4, int(horizon))
+                    location = location_of(scene, kind, _position(alfred_id), known_point=(x, z))
                     receptacles.append(Receptacle(alfred_id, kind, location))
-            # The layout gives positions of most receptacles only; the scene's own object list names the
-            # rest (stove burners, toasters, coffee machines, toilets...). Those get a spot of their own.
-            listed = {r.type for r in receptacles}
-            missing = sorted(kind for kind in object_types if kind in STATIC_RECEPTACLES and kind not in listed)
-            for kind in missing:
-                for _ in range(_SYNTHESIZED_COUNTS.get(kind, 1)):
-                    x, y, z = (rng.uniform(-3, 3) for _ in range(3))
-                    alfred_id = "|".join([kind.replace("Basin", ""), *map(_coordinate, (x, abs(y), z))])
-                    if kind.endswith("Basin"):
-                        alfred_id += f"|{kind}"
-                    location = _location(
-                        round(x / 0.25), round(z / 0.25), rng.randrange(4), rng.choice((0, 30, 45, 60))
-                    )
-                    receptacles.append(Receptacle(alfred_id, kind, location))
-            plans[scene] = FloorPlan(scene, room, tuple(receptacles), object_types)
+            placed = {r.type for r in receptacles}
+            unplaced = frozenset(kind for kind in object_types if kind in STATIC_RECEPTACLES and kind not in placed)
+            for kind in sorted(unplaced):
+                receptacles.extend(_unplaced_receptacles(scene, kind))
+            plans[scene] = FloorPlan(scene, room, tuple(receptacles), object_types, unplaced)
     return plans
 
 
 @dataclass(frozen=True)
 class Item:
-    """An object instance: its ALFRED id, type and the receptacle it starts in."""
+    """An object instance: its ALFRED id, type, the receptacle it starts in and the agent's spot to see it."""
 
     id: str
     type: str
     receptacle: Receptacle
+    location: str
 
 
 @dataclass
@@ -208,7 +368,7 @@ class GeneratedGame:
     """One generated ALFWorld game: the household, the task, and the files it is written as.
 
     Attributes:
-        seed: The seed that made it.
+        seed: The seed of this draw.
         task_type: One of :data:`TASK_TYPES`.
         scene: ALFRED scene number of the floor plan.
         room: ``Kitchen``, ``LivingRoom``, ``Bedroom`` or ``Bathroom``.
@@ -216,7 +376,8 @@ class GeneratedGame:
         goal: The task sentence the player reads ("put a hot apple in countertop").
         items: Every object instance and where it starts.
         start: The agent's starting pose.
-        walkthrough: A scripted solution, in the game's own commands.
+        walkthrough: The handcoded expert's winning path; None until the expert has played the game,
+            and for a game it lost.
     """
 
     seed: int
@@ -227,7 +388,7 @@ class GeneratedGame:
     goal: str
     items: list[Item]
     start: str
-    walkthrough: list[str] = field(default_factory=list)
+    walkthrough: list[str] | None = None
 
     @property
     def floor_plan(self) -> FloorPlan:
@@ -246,12 +407,26 @@ class GeneratedGame:
 
     def traj_data(self) -> dict[str, Any]:
         """The parts of ALFRED's ``traj_data.json`` that ALFWorld reads."""
+        _, x, z, rotation, horizon = self.start.split("|")
         return {
             "task_id": self.trial_id,
             "task_type": self.task_type,
             "pddl_params": self.pddl_params,
-            "scene": {"floor_plan": f"FloorPlan{self.scene}", "scene_num": self.scene, "random_seed": self.seed},
-            "turk_annotations": {"anns": [{"task_desc": self.goal, "high_descs": list(self.walkthrough)}]},
+            "scene": {
+                "floor_plan": f"FloorPlan{self.scene}",
+                "scene_num": self.scene,
+                "random_seed": self.seed,
+                "init_action": {
+                    "action": "TeleportFull",
+                    "x": int(x) * _STEP,
+                    "y": 0.9009992,
+                    "z": int(z) * _STEP,
+                    "rotateOnTeleport": True,
+                    "rotation": int(rotation) * 90,
+                    "horizon": int(horizon),
+                },
+            },
+            "turk_annotations": {"anns": [{"task_desc": self.goal, "high_descs": list(self.walkthrough or [])}]},
         }
 
     def pddl_problem(self) -> str:
@@ -260,7 +435,7 @@ class GeneratedGame:
         items = self.items
         otypes = sorted({f"{i.type}Type" for i in items} | set(_DOMAIN_OTYPES))
         rtypes = sorted({f"{r.type}Type" for r in receptacles} | set(_DOMAIN_RTYPES))
-        locations = sorted({r.location for r in receptacles} | {self.start})
+        locations = sorted({r.location for r in receptacles} | {i.location for i in items} | {self.start})
         declared = (
             ["agent1 - agent"]
             + [f"{name} - otype" for name in otypes]
@@ -289,7 +464,7 @@ class GeneratedGame:
             facts.append(f"(objectType {name} {item.type}Type)")
             facts += [f"({predicate} {name})" for predicate, kinds in properties.items() if item.type in kinds]
             facts.append(f"(inReceptacle {name} {mangle(item.receptacle.id)})")
-            facts.append(f"(objectAtLocation {name} {mangle(item.receptacle.location)})")
+            facts.append(f"(objectAtLocation {name} {mangle(item.location)})")
         item_types = {i.type for i in items}
         for rtype in sorted({r.type for r in receptacles}):
             for otype in sorted(item_types & alfred.VAL_RECEPTACLE_OBJECTS[rtype]):
@@ -308,13 +483,23 @@ class GeneratedGame:
         )
 
     def game_file(self, domain: str, grammar: str) -> dict[str, Any]:
-        """The content of ``game.tw-pddl``, as ``alfworld-generate`` writes it."""
+        """The content of ``game.tw-pddl``, as ``alfworld-generate`` writes it: ``solvable`` is whether
+        the handcoded expert won, ``walkthrough`` its path (None when it lost)."""
         return {
             "pddl_domain": domain,
             "grammar": grammar.replace("UNKNOWN GOAL", self.goal),
             "pddl_problem": self.pddl_problem(),
-            "solvable": True,
-            "walkthrough": list(self.walkthrough),
+            "solvable": self.walkthrough is not None,
+            "walkthrough": None if self.walkthrough is None else list(self.walkthrough),
+        }
+
+    def files(self) -> dict[str, str]:
+        """The trial's three files by name, ``game.tw-pddl`` last (its presence marks a complete trial)."""
+        content = self.game_file(*alfworld_logic())
+        return {
+            "traj_data.json": json.dumps(self.traj_data(), indent=2),
+            "initial_state.pddl": content["pddl_problem"],
+            "game.tw-pddl": json.dumps(content),
         }
 
 
@@ -367,14 +552,15 @@ def _targets(plan: FloorPlan, task_type: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _new_id(rng: random.Random, kind: str, near: Receptacle, taken: set[str]) -> str:
-    """A fresh ALFRED-style id (``Apple|+01.23|+00.91|-02.10``) near the receptacle it starts in."""
-    base = [float(v) for v in near.id.split("|")[1:4]]
+def _new_item(rng: random.Random, plan: FloorPlan, kind: str, near: Receptacle, taken: set[str]) -> Item:
+    """A fresh object (``Apple|+01.23|+00.91|-02.10``) near the receptacle it starts in, located by ALFRED's rule."""
+    base = _position(near.id)
     while True:
-        alfred_id = "|".join([kind, *(_coordinate(v + rng.uniform(-0.3, 0.3)) for v in base)])
+        position = tuple(value + rng.uniform(-0.3, 0.3) for value in base)
+        alfred_id = _alfred_id(kind, *position)
         if alfred_id not in taken:
             taken.add(alfred_id)
-            return alfred_id
+            return Item(alfred_id, kind, near, location_of(plan.scene, kind, _position(alfred_id)))
 
 
 def _furnish(rng: random.Random, plan: FloorPlan, task_type: str, target: str, parent: str, toggle: str) -> list[Item]:
@@ -395,66 +581,19 @@ def _furnish(rng: random.Random, plan: FloorPlan, task_type: str, target: str, p
         if kind == target:
             count = max(count, 2 if task_type == "pick_two_obj_and_place" else 1)
         for _ in range(count):
-            where = rng.choice(holders)
-            items.append(Item(_new_id(rng, kind, where, taken), kind, where))
+            items.append(_new_item(rng, plan, kind, rng.choice(holders), taken))
     if toggle:
         surfaces = [r for r in plan.receptacles if r.type in _LAMP_SURFACES] or list(plan.receptacles)
-        where = rng.choice(surfaces)
-        items.append(Item(_new_id(rng, toggle, where, taken), toggle, where))
+        items.append(_new_item(rng, plan, toggle, rng.choice(surfaces), taken))
     return items
 
 
-def _walkthrough(game: GeneratedGame) -> list[str]:
-    """A scripted solution: fetch the target (opening what is closed), change its state, deliver it."""
-    plan = game.floor_plan
-    names = display_names([r.id for r in plan.receptacles] + [i.id for i in game.items])
-    params = game.pddl_params
-    steps: list[str] = []
-    here: list[Receptacle] = []
-    opened: set[str] = set()
-
-    def arrive(receptacle: Receptacle) -> None:
-        if not here or here[-1] != receptacle:
-            steps.append(f"go to {names[receptacle.id]}")
-            here.append(receptacle)
-
-    def go(receptacle: Receptacle) -> None:  # arrive, and open it to reach inside
-        arrive(receptacle)
-        if receptacle.type in alfred.OPENABLE_CLASS_SET and receptacle.id not in opened:
-            steps.append(f"open {names[receptacle.id]}")
-            opened.add(receptacle.id)
-
-    def fetch(item: Item) -> None:
-        go(item.receptacle)
-        steps.append(f"take {names[item.id]} from {names[item.receptacle.id]}")
-
-    targets = sorted((i for i in game.items if i.type == params["object_target"]), key=lambda i: names[i.id])
-    if game.task_type == "look_at_obj_in_light":
-        lamp = next(i for i in game.items if i.type == params["toggle_target"])
-        fetch(targets[0])
-        arrive(lamp.receptacle)
-        steps.append(f"use {names[lamp.id]}")
-        return steps
-    destination = min((r for r in plan.receptacles if r.type == params["parent_target"]), key=lambda r: names[r.id])
-    for item in targets[: 2 if game.task_type == "pick_two_obj_and_place" else 1]:
-        fetch(item)
-        if game.task_type in APPLIANCE:
-            appliance = min(
-                (r for r in plan.receptacles if r.type == APPLIANCE[game.task_type]), key=lambda r: names[r.id]
-            )
-            arrive(appliance)  # the appliance works closed
-            verb = {"SinkBasin": "clean", "Microwave": "heat", "Fridge": "cool"}[appliance.type]
-            steps.append(f"{verb} {names[item.id]} with {names[appliance.id]}")
-        go(destination)
-        steps.append(f"move {names[item.id]} to {names[destination.id]}")
-    return steps
-
-
-def generate_game(seed: int, task_type: str, *, scenes: Sequence[int] | None = None) -> GeneratedGame:
-    """Generate one game of ``task_type`` from ``seed``.
+def draw_game(seed: int, task_type: str, *, scenes: Sequence[int] | None = None) -> GeneratedGame:
+    """One candidate game of ``task_type`` from ``seed``, not yet played by the expert (no walkthrough).
 
     Args:
-        seed: Decides everything: the floor plan, the furnishing, the targets, the goal's wording.
+        seed: Decides everything: the floor plan, the furnishing, the targets, the goal's wording, the
+            agent's start (a reachable point, any heading, the camera at 30 degrees as in ALFRED).
         task_type: One of :data:`TASK_TYPES`.
         scenes: ALFRED scene numbers to draw the floor plan from (default: all 120).
 
@@ -484,13 +623,71 @@ def generate_game(seed: int, task_type: str, *, scenes: Sequence[int] | None = N
     template = rng.choice(GOALS[task_type]["templates"])
     goal = template.format(obj=target.lower(), recep=parent.lower(), toggle=toggle.lower())
     items = _furnish(rng, plan, task_type, target, parent, toggle)
-    xs = [int(loc.split("|")[1]) for loc in (r.location for r in plan.receptacles)]
-    zs = [int(loc.split("|")[2]) for loc in (r.location for r in plan.receptacles)]
     used = {r.location for r in plan.receptacles}
-    while True:  # the agent starts in the middle of the room, at no receptacle
-        start = _location(rng.randint(min(xs), max(xs)), rng.randint(min(zs), max(zs)), rng.randrange(4), 30)
+    points = reachable_points(scene)
+    while True:  # the agent starts somewhere in the room, at no receptacle
+        x, z = points[rng.randrange(len(points))]
+        start = f"loc|{x}|{z}|{rng.randrange(4)}|30"
         if start not in used:
             break
-    game = GeneratedGame(seed, task_type, scene, plan.room, params, goal, items, start)
-    game.walkthrough = _walkthrough(game)
-    return game
+    return GeneratedGame(seed, task_type, scene, plan.room, params, goal, items, start)
+
+
+#: Plays a game and returns the winning path, or None: what decides whether a game is kept.
+Expert = Callable[[GeneratedGame], list[str] | None]
+
+
+def handcoded_expert(engine: Engine) -> Expert:
+    """ALFWorld's handcoded expert as ``alfworld-generate`` runs it, in ``engine``'s worker process: the
+    game's files are written to a scratch folder and played with ``AlfredExpert`` (at most 200 steps),
+    its random choices seeded with the game's seed."""
+
+    def play(game: GeneratedGame) -> list[str] | None:
+        with tempfile.TemporaryDirectory(prefix="alfworld-check-") as scratch:
+            trial = Path(scratch) / game.directory
+            trial.mkdir(parents=True)
+            for name, text in game.files().items():
+                (trial / name).write_text(text)
+            return engine.solve(str(trial / "game.tw-pddl"), seed=game.seed)
+
+    return play
+
+
+def _draw_seed(seed: int, draw: int) -> int:
+    """The seed of a seed's ``draw``-th candidate: the seed itself first, then derived ones."""
+    if draw == 0:
+        return seed
+    return int.from_bytes(hashlib.sha256(f"{seed}/draw/{draw}".encode()).digest()[:8], "big")
+
+
+def generate_game(
+    seed: int, task_type: str, *, scenes: Sequence[int] | None = None, expert: Expert | None = None
+) -> GeneratedGame:
+    """Generate one game of ``task_type`` from ``seed`` that ALFWorld's handcoded expert solves.
+
+    Candidates are drawn (:func:`draw_game`) from ``seed`` and then from seeds derived from it, and the
+    first one the expert wins is returned, with the expert's path as its walkthrough.
+
+    Args:
+        seed: Decides everything, the redraws included.
+        task_type: One of :data:`TASK_TYPES`.
+        scenes: ALFRED scene numbers to draw the floor plan from (default: all 120).
+        expert: What plays each candidate (default: :func:`handcoded_expert` in an engine process
+            started for this call).
+
+    Raises:
+        ValueError: an unknown task type, no given scene can host it, or the expert lost
+            :data:`MAX_DRAWS` candidates in a row.
+    """
+    if expert is None:
+        engine = Engine.start()
+        try:
+            return generate_game(seed, task_type, scenes=scenes, expert=handcoded_expert(engine))
+        finally:
+            engine.close()
+    for draw in range(MAX_DRAWS):
+        game = draw_game(_draw_seed(seed, draw), task_type, scenes=scenes)
+        game.walkthrough = expert(game)
+        if game.walkthrough is not None:
+            return game
+    raise ValueError(f"the handcoded expert solved none of {MAX_DRAWS} {task_type} games drawn from seed {seed}")

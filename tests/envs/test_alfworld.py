@@ -31,14 +31,17 @@ from agentfly_envs.alfworld.generator import (
     TASK_TYPES,
     alfworld_logic,
     display_names,
+    draw_game,
     floor_plans,
-    generate_game,
 )
 
 
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("alfworld-games")
+    """The session's generated games, shared with test_alfworld_generator.py (the expert checks each once)."""
+    path = tmp_path_factory.getbasetemp() / "alfworld-games"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +76,7 @@ def act(command: str) -> str:
     return f"<tool_call>{call}</tool_call>"
 
 
-def play_expert(env: ALFWorldEnv, max_steps: int = 40) -> tuple[float, dict]:
+def play_expert(env: ALFWorldEnv, max_steps: int = 200) -> tuple[float, dict]:
     for _ in range(max_steps):
         _, reward, terminated, truncated, info = env.step(env.expert_action())
         if terminated or truncated:
@@ -83,7 +86,7 @@ def play_expert(env: ALFWorldEnv, max_steps: int = 40) -> tuple[float, dict]:
 
 @pytest.mark.parametrize("task_type", TASK_TYPES)
 def test_the_scripted_expert_wins_every_task_type(make_env, task_type):
-    env = make_env(task_types=[task_type])
+    env = make_env(task_types=[task_type], max_turns=200)  # the handcoded expert's path may pass 50 steps
     observation, info = env.reset(options=GAME)
     assert observation.startswith("-= Welcome to TextWorld, ALFRED! =-")
     assert observation.endswith(f"Your task is to: {info['task']['prompt']}.")
@@ -97,7 +100,7 @@ def smallest_scene(task_type: str) -> int:
     """The floor plan with the fewest receptacles that can host ``task_type`` (quick to plan in)."""
     for plan in sorted(floor_plans().values(), key=lambda plan: (len(plan.receptacles), plan.scene)):
         try:
-            generate_game(0, task_type, scenes=[plan.scene])
+            draw_game(0, task_type, scenes=[plan.scene])
         except ValueError:
             continue
         return plan.scene
@@ -189,10 +192,9 @@ def advance(game, state, command: str) -> None:
     "task_type", ["pick_clean_then_place_in_recep", "look_at_obj_in_light", "pick_two_obj_and_place"]
 )
 def test_admissible_commands_are_right_on_sample_states(make_env, task_type):
-    env = make_env(task_types=[task_type])
+    env = make_env(task_types=[task_type], max_turns=200)
     _, info = env.reset(options=GAME)
-    games = env.games
-    game = generate_game(games.game_seed(GAME["task_index"]), task_type, scenes=games.scenes)
+    game = env.games.game(GAME["task_index"])
     state = {"at": game.start, "held": None, "opened": set(), "placement": {i.id: i.receptacle.id for i in game.items}}
     admissible = info["admissible_commands"]
     for command in game.walkthrough:
@@ -209,7 +211,7 @@ def test_admissible_commands_are_right_on_sample_states(make_env, task_type):
 def test_the_planner_wins_in_small_floor_plans(make_env, task_type):
     env = make_env(task_types=[task_type], scenes=[smallest_scene(task_type)])
     _, info = env.reset(seed=5)
-    detour = next(c for c in info["admissible_commands"] if c.startswith("go to ") and c not in env.engine.walkthrough)
+    detour = next(c for c in info["admissible_commands"] if c.startswith("go to ") and c != env.engine.walkthrough[0])
     env.step(act(detour))
     plan = env.engine.plan()  # Fast Downward, from the state the detour left
     assert plan
@@ -315,13 +317,16 @@ def test_an_engine_that_misses_its_deadline_is_stopped(make_env):
 
 
 async def test_concurrent_episodes_share_a_pool_of_two_engines(cache_dir, manager):
-    envs = [ALFWorldEnv(cache_dir=cache_dir, resources=manager, task_types=["look_at_obj_in_light"]) for _ in range(4)]
+    envs = [
+        ALFWorldEnv(cache_dir=cache_dir, resources=manager, task_types=["look_at_obj_in_light"], max_turns=200)
+        for _ in range(4)
+    ]
     before = manager.stats()[ENGINE_POOL]
 
     async def episode(env: ALFWorldEnv) -> float:
         await env.areset(options=GAME)
         total = 0.0
-        for _ in range(20):
+        for _ in range(200):  # the game's walkthrough is the handcoded expert's path, up to 200 steps
             _, reward, terminated, truncated, _ = await env.astep(env.expert_action())
             total += reward
             if terminated or truncated:
