@@ -68,7 +68,7 @@ __all__ = [
 ]
 
 #: Part of the cache path: bump it when a change to this module changes the games a seed gives.
-GENERATOR_VERSION = "v2"
+GENERATOR_VERSION = "v3"
 
 #: ALFWorld's six task types, by its ids 1-6 (``alfworld.agents.environment.alfred_tw_env.TASK_TYPES``).
 TASK_TYPES = (
@@ -247,11 +247,18 @@ def location_of(
 
 @dataclass(frozen=True)
 class Receptacle:
-    """A receptacle of a floor plan: its ALFRED id, type, and where the agent stands to use it."""
+    """A receptacle of a floor plan: its ALFRED id, type, and where the agent stands to use it.
+
+    Attributes:
+        openable: Whether it must be opened to reach inside. As ALFRED writes its problems (with
+            ``PRUNE_UNREACHABLE_POINTS`` off), only receptacles of an openable type that have a known
+            opening spot are: a made-up drawer or safe stands open.
+    """
 
     id: str
     type: str
     location: str
+    openable: bool = False
 
 
 @dataclass(frozen=True)
@@ -331,9 +338,13 @@ def floor_plans() -> dict[int, FloorPlan]:
     * receptacle types the scene's ``-objects.json`` lists but ``-openable.json`` does not place (most
       often stove burners, coffee machines, toasters, garbage cans and bathroom holders) get made-up
       ids and positions: four stove burners, one of anything else, against the edge of the walkable
-      area, at a typical height (:attr:`FloorPlan.unplaced`);
+      area, at a typical height (:attr:`FloorPlan.unplaced`); as in ALFRED's problems, such a
+      receptacle is never openable, since it has no known opening spot;
     * instances of a placed type that ``-openable.json`` omits (ALFRED's precompute step skipped
       receptacles it found no good spot for, such as some high cabinets) are missing.
+
+    And one small thing: a basin's camera tilt is worked out from the height its id carries (the sink's);
+    THOR's basin centre lies lower, so a release may tilt one step further down.
     """
     plans = {}
     for room, scenes in alfred.SCENE_TYPE.items():
@@ -344,7 +355,8 @@ def floor_plans() -> dict[int, FloorPlan]:
                 kind = receptacle_type(alfred_id)
                 if kind in STATIC_RECEPTACLES:
                     location = location_of(scene, kind, _position(alfred_id), known_point=(x, z))
-                    receptacles.append(Receptacle(alfred_id, kind, location))
+                    openable = kind in alfred.OPENABLE_CLASS_SET
+                    receptacles.append(Receptacle(alfred_id, kind, location, openable))
             placed = {r.type for r in receptacles}
             unplaced = frozenset(kind for kind in object_types if kind in STATIC_RECEPTACLES and kind not in placed)
             for kind in sorted(unplaced):
@@ -448,7 +460,7 @@ class GeneratedGame:
         for r in receptacles:
             facts.append(f"(receptacleType {mangle(r.id)} {r.type}Type)")
             facts.append(f"(receptacleAtLocation {mangle(r.id)} {mangle(r.location)})")
-            if r.type in alfred.OPENABLE_CLASS_SET:
+            if r.openable:
                 facts.append(f"(openable {mangle(r.id)})")
         properties = {
             "cleanable": alfred.VAL_ACTION_OBJECTS["Cleanable"],

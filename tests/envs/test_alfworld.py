@@ -133,7 +133,7 @@ def expected_commands(game, state) -> set[str]:
     commands = {"look", "inventory", "help"} | {f"go to {names[r.id]}" for r in plan.receptacles if r not in here}
     for r in here:
         commands.add(f"examine {names[r.id]}")
-        openable = r.type in alfred.OPENABLE_CLASS_SET
+        openable = r.openable
         if openable:
             commands.add(f"{'close' if r.id in state['opened'] else 'open'} {names[r.id]}")
         reachable = not openable or r.id in state["opened"]
@@ -149,9 +149,7 @@ def expected_commands(game, state) -> set[str]:
     if held is not None:
         commands.add(f"examine {names[held]}")
         for r in here:
-            if (r.type not in alfred.OPENABLE_CLASS_SET or r.id in state["opened"]) and kinds[
-                held
-            ] in alfred.VAL_RECEPTACLE_OBJECTS[r.type]:
+            if (not r.openable or r.id in state["opened"]) and kinds[held] in alfred.VAL_RECEPTACLE_OBJECTS[r.type]:
                 commands.add(f"move {names[held]} to {names[r.id]}")
             for verb, appliance, able in (
                 ("clean", "SinkBasin", "Cleanable"),

@@ -102,6 +102,10 @@ def test_receptacles_are_the_floor_plans_own():
         scene_types = {kind for kind in layout_data(scene, "objects") if kind in STATIC_RECEPTACLES}
         assert plan.unplaced == scene_types - {r.type for r in plan.receptacles if r.id in listed}
         assert plan.unplaced == {r.type for r in made_up}
+        # Openable as in ALFRED's problems: of an openable type and with a known opening spot.
+        assert {r.id for r in plan.receptacles if r.openable} == {
+            alfred_id for alfred_id in listed if receptacle_type(alfred_id) in alfred.OPENABLE_CLASS_SET
+        }
         walkable = {(int(x), int(z)) for x, z in reachable_points(scene)}
         for r in plan.receptacles:
             assert LOCATION.fullmatch(r.location), r.location
