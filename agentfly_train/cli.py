@@ -184,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if dry_run and config.backend != "openrlhf":
             raise ConfigError("--dry-run prints the OpenRLHF command: use it with --backend openrlhf")
         config.validate(check_model=command not in ("export", "collect") and not dry_run)
-        if command == "sft" and not (config.sft.data or config.sft.expert_episodes):
+        if command == "sft" and not config.sft.enabled:
             raise ConfigError("sft needs demonstrations: --data FILE (or sft.data / sft.expert_episodes in the config)")
         if command == "eval" and args.split == "train":
             config.env.eval_options = {}

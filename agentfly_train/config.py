@@ -336,6 +336,11 @@ class SFTConfig(Section):
     on_bad_row: Literal["skip", "fail"] = "skip"
     """A row that cannot be used: ``skip`` it (logged with its file and line) or ``fail``."""
 
+    @property
+    def enabled(self) -> bool:
+        """Whether the run has a warm start (demonstrations from files or from the expert)."""
+        return bool(self.data or self.expert_episodes)
+
 
 SECTIONS = ("model", "env", "rollout", "algorithm", "train", "log", "eval", "sft")
 

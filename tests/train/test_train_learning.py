@@ -114,8 +114,8 @@ class PeekEnv(ToolEnv):
         return self.parser.format_call(call)
 
 
-def peek_config(algo: str, out_dir: str | Path, *, sft: bool = True) -> Config:
-    config = shout_config(algo, out_dir, steps=1).to_dict()
+def peek_config(algo: str, out_dir: str | Path, *, sft: bool = True, **train) -> Config:
+    config = shout_config(algo, out_dir, **{"steps": 1, **train}).to_dict()
     config["rollout"].update(prompts_per_step=8, max_new_tokens=8, stop=["]"], max_episode_tokens=128)
     if sft:  # the env's own expert (the trainer's env_fn), as `sft.expert_episodes` does for a registered env
         config["sft"] = {"expert_episodes": 16, "epochs": 20, "lr": 1e-2, "batch_size": 8}
@@ -161,6 +161,34 @@ def test_a_warm_start_on_the_envs_own_expert_teaches_the_two_turn_format(tokeniz
     assert untrained["tool_calls_per_episode"] == 0 and untrained["reward_mean"] == 0
     # peek and finish are both calls: most episodes make both; the answer is a guess (copying is not learnt)
     assert warmed["tool_calls_per_episode"] > 1.2 and warmed["reward_mean"] > 0.25, warmed
+
+
+@pytest.mark.parametrize("algo", ["ppo", "grpo", "rloo", "reinforce++"])
+def test_each_algorithm_raises_the_reward_of_a_two_turn_tool_env(algo, tokenizer, tmp_path):
+    """The sibling of the single-text test: a tool call in one turn, the answer in the next, from the warm start.
+    Every algorithm's KL is to the warm-started model (a reference left at the base model, which makes no tool
+    calls, pulled RLOO, REINFORCE++ and PPO below where they started)."""
+    _, steps = train(peek_config(algo, tmp_path, steps=12, lr=1e-3, epochs=1), tokenizer, env_fn=PeekEnv)
+    rewards = [m["reward_mean"] for m in steps]
+    calls = [m["tool_calls_per_episode"] for m in steps]
+    start, end = sum(rewards[:2]) / 2, sum(rewards[-3:]) / 3
+    assert end > start + 0.12 and end > 0.5, rewards
+    assert sum(calls[-3:]) / 3 > sum(calls[:2]) / 2, calls  # more episodes peek and then finish
+    assert abs(steps[0]["kl"]) < 1e-3, steps[0]["kl"]  # the first step's policy is the reference
+
+
+def test_a_resumed_run_keeps_the_warm_start_as_its_reference(tokenizer, tmp_path):
+    config = peek_config("reinforce++", tmp_path, steps=1, save_every=1)
+    first, _ = train(config, tokenizer, env_fn=PeekEnv)
+    assert (tmp_path / "warm-start" / "model.safetensors").exists()
+    resumed_config = peek_config("reinforce++", tmp_path, steps=2, resume="auto")
+    resumed = LocalTrainer(resumed_config, model=tiny_model(tokenizer), tokenizer=tokenizer, env_fn=PeekEnv)
+    assert resumed.resume("auto")
+    warm, base = first.reference.state_dict(), tiny_model(tokenizer).state_dict()
+    for name, weight in resumed.reference.state_dict().items():
+        assert torch.equal(weight, warm[name]), name
+    assert any(not torch.equal(weight, base[name]) for name, weight in warm.items())
+    resumed.close()
 
 
 CHILD = """
