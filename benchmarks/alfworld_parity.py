@@ -13,6 +13,13 @@ Two figures, both computed here from the installed ``alfworld`` package (no rele
 Usage::
 
     .venv/bin/python benchmarks/alfworld_parity.py --seeds 20 [--out results.json]
+
+Measured (generator v3, alfworld 0.4.2, 2 shared CPU cores, 3 min 15 s): 120 of 120 floor plans carry
+every receptacle the package places, as placed; 384 of 2,139 receptacles made up (120 stove burners,
+85 garbage cans, 30 coffee machines, 30 toasters, 87 bathroom holders, 32 others). The handcoded expert
+solves 20 of 20 first draws of each task type but pick-two, where it solves 10 of 20 (20 of 44
+candidates; the most draws a kept game took: 8); median walkthroughs 11 (pick and place) to 66.5
+(pick two) steps, the longest 197.
 """
 
 from __future__ import annotations
