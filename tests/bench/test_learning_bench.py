@@ -4,16 +4,16 @@ stages) on the bundled SmolLM2, and the table and the plot come out. The learnin
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from rich.console import Console
 
 from agentfly_bench.suites import available, learning
 
 
-def test_the_suite_runs_a_preset_through_its_three_stages(tmp_path, tmp_path_factory, request, monkeypatch):
-    cache = getattr(request.config, "cache", None)  # the converted model, shared with tests/train when cached
-    models = cache.mkdir("agentfly-models") if cache is not None else tmp_path_factory.mktemp("agentfly-models")
-    monkeypatch.setenv("AGENTFLY_MODEL_CACHE", str(models))
+def test_the_suite_runs_a_preset_through_its_three_stages(tmp_path, smollm2_dir, monkeypatch):
+    monkeypatch.setenv("AGENTFLY_MODEL_CACHE", str(Path(smollm2_dir).parent))  # the preset's model, converted once
     assert available()["learning"] is learning and learning.DESCRIPTION
     results = learning.run(quick=True, envs=["search"], out_dir=str(tmp_path))
     row = results["envs"]["search"]
