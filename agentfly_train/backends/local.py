@@ -287,13 +287,12 @@ class LocalTrainer:
         return metrics
 
     @torch.no_grad()
-    def _score(self, batch: Batch, *, old_in_update: bool) -> dict[str, torch.Tensor]:
-        """Old log-probs, reference log-probs and old values, micro-batch by micro-batch. With ``old_in_update``
-        the old log-probs are left at zero for the update to fill in."""
+    def _score(self, batch: Batch, *, score_old: bool) -> dict[str, torch.Tensor]:
+        """Reference log-probs, old values and (with ``score_old``) old log-probs, micro-batch by micro-batch."""
         config = self.config
         temperature = config.rollout.temperature
         models = {
-            "old": self.policy if self.recompute_logprobs and not old_in_update else None,
+            "old": self.policy if score_old else None,
             "ref": self.reference,
             "values": self.critic,
         }
@@ -306,8 +305,6 @@ class LocalTrainer:
                 else:
                     scored = sequence_logprobs(models[name], ids, attention, mask, temperature)
                 out[name][rows] = _pad(scored, batch)
-        if "old" not in out:
-            out["old"] = torch.zeros_like(batch.action_mask) if old_in_update else batch.rollout_logprobs
         return out
 
     def _update(self, batch: Batch) -> dict[str, float]:
@@ -323,8 +320,14 @@ class LocalTrainer:
             and mini >= size
             and not (self.reference is not None and config.kl_mode == "reward")
         )
-        scores = self._score(batch, old_in_update=old_in_update)
-        old, ref, values = scores["old"], scores.get("ref"), scores.get("values")
+        scores = self._score(batch, score_old=self.recompute_logprobs and not old_in_update)
+        ref, values = scores.get("ref"), scores.get("values")
+        if "old" in scores:
+            old = scores["old"]
+        elif old_in_update:
+            old = torch.zeros_like(batch.action_mask)  # filled in by the update's own forward
+        else:
+            old = batch.rollout_logprobs  # the generator is the trained model
         mask = batch.action_mask
         kl = algorithms.approx_kl(old, ref, self.config.kl_estimator) * mask if ref is not None else None
         use_kl_reward = ref is not None and config.kl_mode == "reward"

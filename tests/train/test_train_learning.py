@@ -155,6 +155,15 @@ def test_each_algorithm_raises_the_reward(algo, tokenizer, tmp_path):
     assert (tmp_path / "final" / "model.safetensors").exists()
 
 
+def test_recomputed_old_logprobs_of_a_single_optimiser_step_are_the_updates_own_forward(tokenizer, tmp_path):
+    """With one epoch on the whole batch the update fills in the old log-probs from its own forward, detached: they
+    are the sampling model's log-probs (not their zero placeholder), and the ratio is exactly 1."""
+    _, steps = train(shout_config("grpo", tmp_path, steps=2, epochs=1, recompute_logprobs=True), tokenizer)
+    for metrics in steps:
+        assert metrics["ppo_kl"] == 0.0 and metrics["clip_ratio"] == 0.0, metrics
+        assert metrics["logprob_mismatch"] < 1e-3, metrics
+
+
 def test_a_warm_start_on_the_envs_own_expert_teaches_the_two_turn_format(tokenizer, tmp_path):
     untrained = train(peek_config("grpo", tmp_path / "cold", sft=False), tokenizer, env_fn=PeekEnv)[1][0]
     warmed = train(peek_config("grpo", tmp_path / "warm"), tokenizer, env_fn=PeekEnv)[1][0]
