@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "train"))  # the trainer test
 
 from test_train_learning import ShoutEnv, shout_config  # noqa: E402
 from test_train_rollout import tiny_model  # noqa: E402
-from train.conftest import smollm2_dir, tokenizer  # noqa: E402, F401 - the trainer tests' fixtures
+from train.conftest import tokenizer  # noqa: E402, F401 - the trainer tests' fixture (smollm2_dir is shared from tests/)
 
 from agentfly_view.synthetic import write_synthetic_run  # noqa: E402
 
