@@ -13,6 +13,9 @@ The first call starts an episode (a reset with ``seed``, then the next seeds); w
 call starts another. The resource ``agentfly://episode`` is the current episode as JSON: its task
 prompt, system prompt, turn, reward so far and whether it is over.
 
+The same calls are answered on ``agentfly-serve``'s OpenEnv server (``mcp`` messages on ``/ws``, ``POST
+/mcp``) by :func:`answer`, against the session's env.
+
 Needs the ``serve`` extra (the ``mcp`` package).
 """
 
@@ -24,6 +27,7 @@ from typing import Any
 
 from agentfly_env.distributed import make_env
 from agentfly_env.extras import requires_extra
+from agentfly_env.serve.protocol import JsonRpcCode, JsonRpcError
 from agentfly_env.types import ToolCall
 
 with requires_extra("serve", "mcp", "mcp_types", feature="agentfly-serve --mcp"):
@@ -31,9 +35,12 @@ with requires_extra("serve", "mcp", "mcp_types", feature="agentfly-serve --mcp")
     from mcp.server import Server
     from mcp.server.stdio import stdio_server
 
-__all__ = ["EPISODE_URI", "ToolSession", "create_mcp_server", "serve_stdio"]
+__all__ = ["EPISODE_URI", "RESERVED_TOOL_NAMES", "ToolSession", "answer", "create_mcp_server", "serve_stdio"]
 
 EPISODE_URI = "agentfly://episode"
+
+#: OpenEnv's ``RESERVED_TOOL_NAMES``: its own messages, never tools.
+RESERVED_TOOL_NAMES = frozenset({"reset", "step", "state", "close"})
 
 
 class ToolSession:
@@ -48,9 +55,13 @@ class ToolSession:
             raise TypeError(f"{env.env_id} has no tools to serve over MCP")
         self.env = env
         self.seed = seed
-        self.observation: str | None = None
-        self.done = True
-        self.total_reward = 0.0
+
+    @property
+    def done(self) -> bool:
+        """Whether no episode is open: the env's own trajectory says, so a session that also resets and
+        steps the env (OpenEnv's ``/ws``) shares its episode with the tool calls."""
+        trajectory = self.env.trajectory
+        return trajectory is None or trajectory.done
 
     def tools(self) -> list[types.Tool]:
         return [
@@ -67,8 +78,6 @@ class ToolSession:
             await self._start()
         action = self.env.parser.format_call(ToolCall(name, arguments))
         observation, reward, terminated, truncated, info = await self.env.astep(action)
-        self.done = terminated or truncated
-        self.total_reward += reward
         step = info["step"]
         failed = bool(step.parse_errors) or any(result.error is not None for result in step.tool_results)
         return types.CallToolResult(
@@ -83,24 +92,61 @@ class ToolSession:
         )
 
     async def _start(self) -> None:
-        self.observation, _ = await self.env.areset(seed=self.seed)
+        await self.env.areset(seed=self.seed)
         if self.seed is not None:
             self.seed += 1
-        self.done = False
-        self.total_reward = 0.0
 
     async def episode(self) -> dict[str, Any]:
         """The current episode (one is started if none is open)."""
-        if self.observation is None:
+        if self.env.trajectory is None:
             await self._start()
+        trajectory = self.env.trajectory
         return {
             "env_id": self.env.env_id,
-            "task": self.observation,
+            "task": trajectory.observation,
             "system_prompt": self.env.system_prompt,
             "turn": self.env.turn,
-            "total_reward": self.total_reward,
-            "done": self.done,
+            "total_reward": trajectory.total_reward,
+            "done": trajectory.done,
         }
+
+
+async def answer(session: ToolSession | None, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The result of an MCP request on OpenEnv's server (``tools/list``, ``tools/call``) as JSON, with
+    OpenEnv's errors; a call is refused before it is stepped, so a refused call takes no turn.
+
+    Args:
+        session: The session's env as a :class:`ToolSession`; None for an env without tools.
+
+    Raises:
+        JsonRpcError: ``METHOD_NOT_FOUND``; ``INTERNAL_ERROR`` for an env without tools;
+            ``INVALID_PARAMS`` for a call without a name, to a reserved or unknown tool, or with
+            arguments that are not an object.
+    """
+    if method not in ("tools/list", "tools/call"):
+        raise JsonRpcError(JsonRpcCode.METHOD_NOT_FOUND, f"Method not found: {method}")
+    if session is None:
+        raise JsonRpcError(JsonRpcCode.INTERNAL_ERROR, "Environment does not support MCP")
+    tools = session.tools()
+    if method == "tools/list":
+        return {"tools": [_as_json(tool) for tool in tools]}
+    name, arguments = params.get("name"), params.get("arguments", {})
+    if not name:
+        raise JsonRpcError(JsonRpcCode.INVALID_PARAMS, "Missing 'name' in params")
+    if not isinstance(name, str):
+        raise JsonRpcError(JsonRpcCode.INVALID_PARAMS, "Invalid params - 'name' must be a string")
+    if name in RESERVED_TOOL_NAMES:
+        raise JsonRpcError(JsonRpcCode.INVALID_PARAMS, f"Reserved orchestration tool: {name}")
+    if name not in {tool.name for tool in tools}:
+        raise JsonRpcError(JsonRpcCode.INVALID_PARAMS, f"Tool not found: {name}")
+    if not isinstance(arguments, dict):
+        raise JsonRpcError(JsonRpcCode.INVALID_PARAMS, "Invalid params - 'arguments' must be an object")
+    return _as_json(await session.call(name, arguments))
+
+
+def _as_json(model: Any) -> dict[str, Any]:
+    """An MCP type as it goes on the wire (camelCase keys, no empty fields)."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def create_mcp_server(session: ToolSession) -> Server[Any]:

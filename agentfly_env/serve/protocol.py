@@ -7,10 +7,16 @@ frame back for each::
     {"type": "step", "data": {"message": "<tool_call>...</tool_call>"}}           -> observation
     {"type": "state"}                                                            -> state
     {"type": "close"}                                                            -> (the session ends)
+    {"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/list", "id": 1}}  -> mcp
 
     {"type": "observation", "data": {"observation": {...}, "reward": 1.0, "done": true}}
     {"type": "state", "data": {"episode_id": "...", "step_count": 2}}
     {"type": "error", "data": {"message": "...", "code": "VALIDATION_ERROR"}}
+    {"type": "mcp", "data": {"jsonrpc": "2.0", "id": 1, "result": {"tools": [...]}}}
+
+An ``mcp`` message carries a JSON-RPC 2.0 request (:func:`decode_jsonrpc`) and its answer a JSON-RPC
+response, with OpenEnv's error codes (:class:`JsonRpcCode`); ``POST /mcp`` takes and gives the same
+JSON-RPC objects bare.
 
 The envelopes, the ``data`` of reset (``seed`` >= 0, ``episode_id``, other keys passed on or ignored),
 the action's ``metadata`` field, the error codes and the observation's layout (its fields, then
@@ -30,13 +36,13 @@ Example:
     >>> decode_message('{"type": "dance"}')
     Traceback (most recent call last):
     ...
-    agentfly_env.serve.protocol.ProtocolError: UNKNOWN_TYPE: unknown message type 'dance'; expected one of reset, step, state, close
+    agentfly_env.serve.protocol.ProtocolError: UNKNOWN_TYPE: unknown message type 'dance'; expected one of reset, step, state, close, mcp
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -44,6 +50,10 @@ __all__ = [
     "Action",
     "CloseRequest",
     "ErrorCode",
+    "JsonRpcCode",
+    "JsonRpcError",
+    "JsonRpcRequest",
+    "MCPRequest",
     "Observation",
     "ProtocolError",
     "Request",
@@ -52,9 +62,13 @@ __all__ = [
     "StateRequest",
     "StepRequest",
     "decode_frame",
+    "decode_jsonrpc",
     "decode_message",
     "encode",
     "error_frame",
+    "jsonrpc_error",
+    "jsonrpc_result",
+    "mcp_frame",
     "observation_frame",
     "schemas",
     "state_frame",
@@ -71,6 +85,25 @@ class ErrorCode(enum.StrEnum):
     CAPACITY_REACHED = "CAPACITY_REACHED"
     FACTORY_ERROR = "FACTORY_ERROR"
     SESSION_ERROR = "SESSION_ERROR"
+
+
+class JsonRpcCode(enum.IntEnum):
+    """JSON-RPC 2.0's error codes, as OpenEnv's ``JsonRpcErrorCode`` names them."""
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    SERVER_ERROR = -32000
+
+
+class JsonRpcError(Exception):
+    """An MCP request refused or failed; becomes a JSON-RPC error response (:func:`jsonrpc_error`)."""
+
+    def __init__(self, code: JsonRpcCode, message: str, data: Any = None) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code, self.message, self.data = code, message, data
 
 
 class ProtocolError(Exception):
@@ -135,7 +168,23 @@ class CloseRequest(msgspec.Struct):
     pass
 
 
-Request = ResetRequest | StepRequest | StateRequest | CloseRequest
+class MCPRequest(msgspec.Struct):
+    """An ``mcp`` message: its ``data`` is a JSON-RPC request, checked by :func:`decode_jsonrpc` (a bad one
+    is answered in JSON-RPC, not with an error frame, as OpenEnv answers it)."""
+
+    data: dict[str, Any]
+
+
+class JsonRpcRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """OpenEnv's ``JsonRpcRequest``: ``params`` an object, unknown fields refused."""
+
+    jsonrpc: Literal["2.0"]
+    method: str
+    params: dict[str, Any] = {}
+    id: str | int | None = None
+
+
+Request = ResetRequest | StepRequest | StateRequest | CloseRequest | MCPRequest
 
 
 def schemas() -> dict[str, Any]:
@@ -149,7 +198,7 @@ def schemas() -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------- decoding
 
-_REQUEST_TYPES = ("reset", "step", "state", "close")
+_REQUEST_TYPES = ("reset", "step", "state", "close", "mcp")
 _json_decoder = msgspec.json.Decoder()
 
 
@@ -193,11 +242,27 @@ def decode_message(frame: str | bytes) -> Request:
             if "data" not in message:
                 raise ProtocolError(ErrorCode.VALIDATION_ERROR, "a step message needs data (the action)")
             return StepRequest(msgspec.convert(data, Action))
+        if kind == "mcp":
+            if "data" not in message:
+                raise ProtocolError(ErrorCode.VALIDATION_ERROR, "an mcp message needs data (a JSON-RPC request)")
+            return msgspec.convert(message, MCPRequest)
     except msgspec.ValidationError as error:
         raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"invalid {kind} data: {error}") from None
     if "data" in message:
         raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"a {kind} message has no data")
     return StateRequest() if kind == "state" else CloseRequest()
+
+
+def decode_jsonrpc(request: Any) -> JsonRpcRequest:
+    """A JSON-RPC request (an ``mcp`` message's ``data``, or ``POST /mcp``'s body), checked.
+
+    Raises:
+        JsonRpcError: ``INVALID_REQUEST`` for anything that is not a JSON-RPC 2.0 request object.
+    """
+    try:
+        return msgspec.convert(request, JsonRpcRequest)
+    except msgspec.ValidationError as error:
+        raise JsonRpcError(JsonRpcCode.INVALID_REQUEST, f"Invalid request: {error}") from None
 
 
 # ---------------------------------------------------------------------------------------- encoding
@@ -237,3 +302,21 @@ def state_frame(state: State) -> dict[str, Any]:
 
 def error_frame(error: ProtocolError) -> dict[str, Any]:
     return {"type": "error", "data": {"message": error.message, "code": error.code.value, **error.details}}
+
+
+def jsonrpc_result(request_id: str | int | None, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def jsonrpc_error(error: JsonRpcError, request_id: str | int | None = None) -> dict[str, Any]:
+    """A JSON-RPC error response, laid out as OpenEnv's (``data`` always present, None for none)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": error.code.value, "message": error.message, "data": error.data},
+    }
+
+
+def mcp_frame(response: dict[str, Any]) -> dict[str, Any]:
+    """An ``mcp`` frame: the answer to an ``mcp`` message, a JSON-RPC response."""
+    return {"type": "mcp", "data": response}

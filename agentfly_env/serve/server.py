@@ -11,6 +11,13 @@ messages, the HTTP routes on Starlette):
   ``options``, then the action), which is what a single-turn caller over plain HTTP needs.
 * ``GET /health``, ``GET /metadata``, ``GET /schema`` as OpenEnv answers them, and ``GET /sessions``
   (ours): the sessions open and waiting, and the env pool's counters.
+* MCP, as OpenEnv serves it (:func:`~agentfly_env.serve.mcp.answer`: ``tools/list``, and ``tools/call``
+  as one turn of the session's episode): an ``mcp`` message on ``/ws`` is answered against the
+  session's env; ``POST /mcp`` against a fresh env for the one request, or against an HTTP session
+  (OpenEnv's ``openenv/session/create``, then ``session_id`` in the params, ``openenv/session/close``
+  to end it), which one WebSocket at a time may join (``/ws?session_id=``), as OpenEnv's
+  ``MCPToolClient`` does. An HTTP session holds its env until it is closed, idle for
+  ``idle_timeout_s`` with no WebSocket joined, or the server stops.
 
 Capacity is the pool's: at most ``max_sessions`` envs exist, one per open session (or HTTP request).
 A session past the cap waits for one, first come first served, for at most ``queue_timeout_s``, and
@@ -31,9 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hmac
 import inspect
 import logging
+import time
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -49,19 +58,28 @@ from agentfly_env.core import AgentEnv, EnvStateError
 from agentfly_env.distributed import make_env_pool
 from agentfly_env.extras import requires_extra
 from agentfly_env.pool import PoolClosedError, PoolTimeoutError, ResourcePool
+from agentfly_env.serve.mcp import ToolSession, answer
 from agentfly_env.serve.protocol import (
     Action,
     CloseRequest,
     ErrorCode,
+    JsonRpcCode,
+    JsonRpcError,
+    JsonRpcRequest,
+    MCPRequest,
     ProtocolError,
     ResetRequest,
     State,
     StateRequest,
     StepRequest,
     decode_frame,
+    decode_jsonrpc,
     decode_message,
     encode,
     error_frame,
+    jsonrpc_error,
+    jsonrpc_result,
+    mcp_frame,
     observation_frame,
     schemas,
     state_frame,
@@ -75,7 +93,7 @@ with requires_extra("serve", "starlette", "uvicorn", feature="agentfly-serve"):
     from starlette.routing import Route
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["ServeConfig", "SessionManager", "create_app", "make_server"]
+__all__ = ["HttpSessions", "ServeConfig", "SessionManager", "create_app", "make_server"]
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +198,21 @@ class _Session:
         self.env = env
         self.episode_id: str | None = None
         self.broken = False
+        # One call into the env at a time: an HTTP session is reached by its WebSocket and by requests.
+        self.lock = asyncio.Lock()
+
+    @functools.cached_property
+    def id(self) -> str:
+        """The session's id (OpenEnv's ``session_id``), made when first asked for."""
+        return uuid.uuid4().hex
+
+    @functools.cached_property
+    def tools(self) -> ToolSession | None:
+        """The env as MCP tools; None for an env without tools."""
+        try:
+            return ToolSession(self.env)
+        except TypeError:
+            return None
 
     async def reset(self, request: ResetRequest) -> dict[str, Any]:
         observation, info = await self._call(self.env.areset(seed=request.seed, options=request.options))
@@ -193,17 +226,138 @@ class _Session:
     def state(self) -> dict[str, Any]:
         return state_frame(State(self.episode_id, self.env.turn, self.env.env_id))
 
+    async def mcp(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """An MCP request's result on this session's env (:func:`~agentfly_env.serve.mcp.answer`)."""
+        return await self._call(answer(self.tools, method, params))
+
     async def _call(self, call: Any) -> Any:
         """The env's answer; its errors as ``EXECUTION_ERROR``. An error that is not the caller's misuse
         (stepping an ended episode) marks the env broken: it is destroyed, not lent again."""
         try:
-            return await call
+            async with self.lock:
+                return await call
+        except JsonRpcError:
+            raise
         except (EnvStateError, TypeError, ValueError) as error:
             raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(error).__name__}: {error}") from None
         except Exception as error:
             self.broken = True
             logger.exception("%s failed", self.env.env_id)
             raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"the env failed: {error!r}") from None
+
+
+@dataclass
+class _Held:
+    """An HTTP session: its env's lease (``release`` gives it back) and who uses it."""
+
+    session: _Session
+    release: contextlib.AsyncExitStack
+    last_used: float
+    joined: bool = False  # a WebSocket uses it (``/ws?session_id=``)
+    closing: bool = False  # closed while joined: it ends when the WebSocket leaves
+
+
+class HttpSessions:
+    """OpenEnv's HTTP MCP sessions: envs leased by ``openenv/session/create`` until closed or idle."""
+
+    def __init__(self, manager: SessionManager) -> None:
+        self.manager = manager
+        self.open: dict[str, _Held] = {}
+
+    async def create(self) -> str:
+        """A new session's id (raises :class:`ProtocolError` as :meth:`SessionManager.session` does)."""
+        release = contextlib.AsyncExitStack()
+        session = await release.enter_async_context(self.manager.session())
+        self.open[session.id] = _Held(session, release, time.monotonic())
+        return session.id
+
+    def get(self, session_id: str) -> _Session:
+        held = self.open.get(session_id)
+        if held is None:
+            raise JsonRpcError(JsonRpcCode.INVALID_PARAMS, f"Unknown session_id: {session_id}")
+        held.last_used = time.monotonic()
+        return held.session
+
+    async def close(self, session_id: str) -> dict[str, Any]:
+        """OpenEnv's ``openenv/session/close`` answer; a joined session is closed when its WebSocket leaves."""
+        held = self.open.get(session_id)
+        if held is None:
+            raise JsonRpcError(JsonRpcCode.INVALID_PARAMS, f"Unknown session_id: {session_id}")
+        if held.joined:
+            held.closing = True
+            return {"session_id": session_id, "closed": False, "closing": True}
+        await self._end(session_id)
+        return {"session_id": session_id, "closed": True}
+
+    @contextlib.asynccontextmanager
+    async def join(self, session_id: str) -> AsyncIterator[_Session]:
+        """A WebSocket's use of a session, one WebSocket at a time (OpenEnv's ``/ws?session_id=``).
+
+        Raises:
+            ProtocolError: ``SESSION_ERROR``: no such session, or one already joined.
+        """
+        held = self.open.get(session_id)
+        if held is None:
+            raise ProtocolError(ErrorCode.SESSION_ERROR, f"Unknown session_id: {session_id}")
+        if held.joined:
+            raise ProtocolError(ErrorCode.SESSION_ERROR, f"Session {session_id} already has an attached WebSocket")
+        held.joined = True
+        try:
+            yield held.session
+        finally:
+            held.joined = False
+            held.last_used = time.monotonic()
+            if held.closing:
+                await asyncio.shield(self._end(session_id))
+
+    async def reap(self, idle_timeout_s: float) -> None:
+        """Close the sessions idle for ``idle_timeout_s`` with no WebSocket joined, until cancelled."""
+        while True:
+            await asyncio.sleep(idle_timeout_s / 4)
+            deadline = time.monotonic() - idle_timeout_s
+            for session_id in [key for key, held in self.open.items() if not held.joined and held.last_used < deadline]:
+                await self._end(session_id)
+
+    async def aclose(self) -> None:
+        for session_id in list(self.open):
+            await self._end(session_id)
+
+    async def _end(self, session_id: str) -> None:
+        held = self.open.pop(session_id, None)
+        if held is not None:
+            async with held.session.lock:  # not under a call in flight
+                await held.release.aclose()
+
+
+async def _answer_mcp(request: JsonRpcRequest, sessions: HttpSessions, own: _Session | None = None) -> dict[str, Any]:
+    """A JSON-RPC response to an MCP request: on ``own`` (a WebSocket's session), else as ``POST /mcp``
+    answers it (on the HTTP session its ``session_id`` names, else on an env leased for the request)."""
+    method, params = request.method, request.params
+    try:
+        if method == "openenv/session/create":
+            result = {"session_id": own.id if own is not None else await sessions.create()}
+        elif method == "openenv/session/close":
+            target = params.get("session_id")
+            if not target or not isinstance(target, str):
+                raise JsonRpcError(JsonRpcCode.INVALID_PARAMS, "Invalid params - 'session_id' is required")
+            if own is not None and target == own.id:
+                raise JsonRpcError(
+                    JsonRpcCode.INVALID_REQUEST, "Cannot close active WebSocket-managed session via MCP method"
+                )
+            result = await sessions.close(target)
+        elif own is not None:
+            result = await own.mcp(method, params)
+        elif params.get("session_id"):
+            result = await sessions.get(str(params["session_id"])).mcp(method, params)
+        else:
+            async with sessions.manager.session() as session:
+                result = await session.mcp(method, params)
+    except JsonRpcError as error:
+        return jsonrpc_error(error, request.id)
+    except ProtocolError as error:  # the env failed (INTERNAL_ERROR), or no env could be had (SERVER_ERROR)
+        code = JsonRpcCode.INTERNAL_ERROR if error.code is ErrorCode.EXECUTION_ERROR else JsonRpcCode.SERVER_ERROR
+        return jsonrpc_error(JsonRpcError(code, error.message, error.details or None), request.id)
+    return jsonrpc_result(request.id, result)
 
 
 class _Connection:
@@ -235,8 +389,9 @@ class _Connection:
 MAX_EARLY_FRAMES = 8
 
 
-async def _serve_session(websocket: _Connection, manager: SessionManager) -> None:
+async def _serve_session(websocket: _Connection, sessions: HttpSessions) -> None:
     """One WebSocket session, from the accept to the close."""
+    manager = sessions.manager
     config = manager.config
     if not await websocket.accept():
         return
@@ -247,14 +402,16 @@ async def _serve_session(websocket: _Connection, manager: SessionManager) -> Non
 
     close_code = CLOSE_NORMAL
     try:
-        if "session_id" in websocket.query:  # OpenEnv's attach to an HTTP MCP session: none here
-            raise ProtocolError(ErrorCode.SESSION_ERROR, f"unknown session_id {websocket.query['session_id'][0]!r}")
         async with contextlib.AsyncExitStack() as held:
-            opening = asyncio.ensure_future(held.enter_async_context(manager.session()))
-            early = await _wait_for_env(websocket, opening)
-            if early is None:  # the client left while it waited: it never takes an env
-                return
-            session = opening.result()
+            if "session_id" in websocket.query:  # OpenEnv's join of an HTTP session
+                session = await held.enter_async_context(sessions.join(websocket.query["session_id"][0]))
+                early = []
+            else:
+                opening = asyncio.ensure_future(held.enter_async_context(manager.session()))
+                early = await _wait_for_env(websocket, opening)
+                if early is None:  # the client left while it waited: it never takes an env
+                    return
+                session = opening.result()
             while True:
                 if early:
                     message = early.pop(0)
@@ -279,6 +436,13 @@ async def _serve_session(websocket: _Connection, manager: SessionManager) -> Non
                         answer = await session.reset(request)
                     elif isinstance(request, StepRequest):
                         answer = await session.step(request)
+                    elif isinstance(request, MCPRequest):
+                        try:
+                            rpc = decode_jsonrpc(request.data)
+                        except JsonRpcError as error:
+                            answer = mcp_frame(jsonrpc_error(error))
+                        else:
+                            answer = mcp_frame(await _answer_mcp(rpc, sessions, session))
                     else:
                         assert isinstance(request, StateRequest)
                         answer = session.state()
@@ -366,6 +530,7 @@ def create_app(
     config = config or ServeConfig()
     pool = make_env_pool(env, env_kwargs, size=config.max_sessions, acquire_timeout_s=config.queue_timeout_s)
     manager = SessionManager(pool, config)
+    http_sessions = HttpSessions(manager)
     name = env if isinstance(env, str) else pool.name.partition(":")[2]
     description = _describe(env)
 
@@ -387,6 +552,16 @@ def create_app(
     async def state(request: Request) -> Response:
         return _json(msgspec.to_builtins(State(env_id=name)))
 
+    async def mcp(request: Request) -> Response:
+        # As OpenEnv's: always HTTP 200, what is wrong said in JSON-RPC.
+        try:
+            rpc = decode_jsonrpc(decode_frame(await _read_bytes(request, config)))
+        except ProtocolError:
+            return _json(jsonrpc_error(JsonRpcError(JsonRpcCode.PARSE_ERROR, "Parse error")))
+        except JsonRpcError as error:
+            return _json(jsonrpc_error(error))
+        return _json(await _answer_mcp(rpc, http_sessions))
+
     async def health(request: Request) -> Response:
         return _json({"status": "healthy"})
 
@@ -406,14 +581,18 @@ def create_app(
         return _json(schemas())
 
     async def sessions(request: Request) -> Response:
-        return _json(manager.stats())
+        return _json({**manager.stats(), "http_sessions": len(http_sessions.open)})
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await pool.start()
+        reaper = asyncio.create_task(http_sessions.reap(config.idle_timeout_s)) if config.idle_timeout_s else None
         try:
             yield
         finally:
+            if reaper is not None:
+                reaper.cancel()
+            await http_sessions.aclose()
             await pool.close()
 
     app = Starlette(
@@ -421,6 +600,7 @@ def create_app(
             Route("/reset", reset, methods=["POST"]),
             Route("/step", step, methods=["POST"]),
             Route("/state", state),
+            Route("/mcp", mcp, methods=["POST"]),
             Route("/health", health),
             Route("/metadata", env_metadata),
             Route("/schema", schema),
@@ -432,7 +612,7 @@ def create_app(
 
     async def serve(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket" and scope["path"] == "/ws":
-            await _serve_session(_Connection(scope, receive, send), manager)
+            await _serve_session(_Connection(scope, receive, send), http_sessions)
         else:
             await app(scope, receive, send)
 
@@ -470,17 +650,23 @@ def _describe(env: str | Callable[[], gym.Env]) -> str:
     return doc.partition("\n")[0] or str(env)
 
 
-async def _read_body(request: Request, config: ServeConfig) -> dict[str, Any]:
-    """The JSON object of a request's body (empty: ``{}``), read no further than the size limit."""
+async def _read_bytes(request: Request, config: ServeConfig) -> bytes:
+    """A request's body, read no further than the size limit (HTTP 413 past it)."""
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > config.max_message_bytes:
             raise _HTTPError(413, f"the body is over {config.max_message_bytes} bytes")
+    return bytes(body)
+
+
+async def _read_body(request: Request, config: ServeConfig) -> dict[str, Any]:
+    """The JSON object of a request's body (empty: ``{}``)."""
+    body = await _read_bytes(request, config)
     if not body:
         return {}
     try:
-        return decode_frame(bytes(body))
+        return decode_frame(body)
     except ProtocolError as error:
         raise _HTTPError(422, error.message) from None
 

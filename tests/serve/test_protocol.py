@@ -12,6 +12,7 @@ from agentfly_env.serve.protocol import (
     Action,
     CloseRequest,
     ErrorCode,
+    MCPRequest,
     ProtocolError,
     ResetRequest,
     StateRequest,
@@ -23,7 +24,7 @@ from agentfly_env.serve.protocol import (
 )
 from agentfly_env.types import Step, ToolCall
 
-REQUESTS = (ResetRequest, StepRequest, StateRequest, CloseRequest)
+REQUESTS = (ResetRequest, StepRequest, StateRequest, CloseRequest, MCPRequest)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
