@@ -51,17 +51,24 @@ class ToolSession:
     """
 
     def __init__(self, env: Any, seed: int | None = None) -> None:
-        if not getattr(env, "tool_schemas", None) or not hasattr(env, "parser"):
+        if not self.serves(env):
             raise TypeError(f"{env.env_id} has no tools to serve over MCP")
         self.env = env
         self.seed = seed
+        # An episode left open by the env's last user (an env from a pool) is not this session's.
+        self._foreign = env.trajectory
+
+    @staticmethod
+    def serves(env: Any) -> bool:
+        """Whether ``env`` has tools, and a call format to write them in."""
+        return bool(getattr(env, "tool_schemas", None)) and hasattr(env, "parser")
 
     @property
     def done(self) -> bool:
-        """Whether no episode is open: the env's own trajectory says, so a session that also resets and
-        steps the env (OpenEnv's ``/ws``) shares its episode with the tool calls."""
+        """Whether no episode of this session's is open. The env's trajectory says, so a session that also
+        resets and steps the env (OpenEnv's ``/ws``) shares its episode with the tool calls."""
         trajectory = self.env.trajectory
-        return trajectory is None or trajectory.done
+        return trajectory is None or trajectory is self._foreign or trajectory.done
 
     def tools(self) -> list[types.Tool]:
         return [

@@ -200,19 +200,13 @@ class _Session:
         self.broken = False
         # One call into the env at a time: an HTTP session is reached by its WebSocket and by requests.
         self.lock = asyncio.Lock()
+        # Made with the session, so that an episode the env's last user left open is not its tools'.
+        self.tools = ToolSession(env) if ToolSession.serves(env) else None
 
     @functools.cached_property
     def id(self) -> str:
         """The session's id (OpenEnv's ``session_id``), made when first asked for."""
         return uuid.uuid4().hex
-
-    @functools.cached_property
-    def tools(self) -> ToolSession | None:
-        """The env as MCP tools; None for an env without tools."""
-        try:
-            return ToolSession(self.env)
-        except TypeError:
-            return None
 
     async def reset(self, request: ResetRequest) -> dict[str, Any]:
         observation, info = await self._call(self.env.areset(seed=request.seed, options=request.options))
