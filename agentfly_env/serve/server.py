@@ -230,6 +230,9 @@ class _Session:
         try:
             async with self.lock:
                 return await call
+        except asyncio.CancelledError:
+            call.close()  # cancelled before it had the lock: it never ran, and must not warn that it never did
+            raise
         except JsonRpcError:
             raise
         except (EnvStateError, TypeError, ValueError) as error:
@@ -310,7 +313,10 @@ class HttpSessions:
             await asyncio.sleep(idle_timeout_s / 4)
             deadline = time.monotonic() - idle_timeout_s
             for session_id in [key for key, held in self.open.items() if not held.joined and held.last_used < deadline]:
-                await self._end(session_id)
+                try:
+                    await self._end(session_id)
+                except Exception:  # the reaper goes on for the others
+                    logger.exception("closing the idle HTTP session %s failed", session_id)
 
     async def aclose(self) -> None:
         for session_id in list(self.open):
