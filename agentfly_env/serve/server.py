@@ -17,7 +17,8 @@ messages, the HTTP routes on Starlette):
   (OpenEnv's ``openenv/session/create``, then ``session_id`` in the params, ``openenv/session/close``
   to end it), which one WebSocket at a time may join (``/ws?session_id=``), as OpenEnv's
   ``MCPToolClient`` does. An HTTP session holds its env until it is closed, idle for
-  ``idle_timeout_s`` with no WebSocket joined, or the server stops.
+  ``idle_timeout_s`` with no WebSocket joined, or the server stops; its requests keep the WebSocket
+  that joined it from going idle.
 
 Capacity is the pool's: at most ``max_sessions`` envs exist, one per open session (or HTTP request).
 A session past the cap waits for one, first come first served, for at most ``queue_timeout_s``, and
@@ -198,6 +199,7 @@ class _Session:
         self.env = env
         self.episode_id: str | None = None
         self.broken = False
+        self.last_used = time.monotonic()  # the end of the last call into the env
         # One call into the env at a time: an HTTP session is reached by its WebSocket and by requests.
         self.lock = asyncio.Lock()
         # Made with the session, so that an episode the env's last user left open is not its tools'.
@@ -229,7 +231,10 @@ class _Session:
         (stepping an ended episode) marks the env broken: it is destroyed, not lent again."""
         try:
             async with self.lock:
-                return await call
+                try:
+                    return await call
+                finally:
+                    self.last_used = time.monotonic()
         except asyncio.CancelledError:
             call.close()  # cancelled before it had the lock: it never ran, and must not warn that it never did
             raise
@@ -249,7 +254,6 @@ class _Held:
 
     session: _Session
     release: contextlib.AsyncExitStack
-    last_used: float
     joined: bool = False  # a WebSocket uses it (``/ws?session_id=``)
     closing: bool = False  # closed while joined: it ends when the WebSocket leaves
 
@@ -265,14 +269,13 @@ class HttpSessions:
         """A new session's id (raises :class:`ProtocolError` as :meth:`SessionManager.session` does)."""
         release = contextlib.AsyncExitStack()
         session = await release.enter_async_context(self.manager.session())
-        self.open[session.id] = _Held(session, release, time.monotonic())
+        self.open[session.id] = _Held(session, release)
         return session.id
 
     def get(self, session_id: str) -> _Session:
         held = self.open.get(session_id)
         if held is None:
             raise JsonRpcError(JsonRpcCode.INVALID_PARAMS, f"Unknown session_id: {session_id}")
-        held.last_used = time.monotonic()
         return held.session
 
     async def close(self, session_id: str) -> dict[str, Any]:
@@ -303,7 +306,7 @@ class HttpSessions:
             yield held.session
         finally:
             held.joined = False
-            held.last_used = time.monotonic()
+            held.session.last_used = time.monotonic()  # idle from the WebSocket's leaving
             if held.closing:
                 await asyncio.shield(self._end(session_id))
 
@@ -312,7 +315,8 @@ class HttpSessions:
         while True:
             await asyncio.sleep(idle_timeout_s / 4)
             deadline = time.monotonic() - idle_timeout_s
-            for session_id in [key for key, held in self.open.items() if not held.joined and held.last_used < deadline]:
+            idle = [key for key, held in self.open.items() if not held.joined and held.session.last_used < deadline]
+            for session_id in idle:
                 try:
                     await self._end(session_id)
                 except Exception:  # the reaper goes on for the others
@@ -416,13 +420,7 @@ async def _serve_session(websocket: _Connection, sessions: HttpSessions) -> None
                 if early:
                     message = early.pop(0)
                 else:
-                    try:
-                        async with asyncio.timeout(config.idle_timeout_s):
-                            message = await websocket.receive()
-                    except TimeoutError:
-                        raise ProtocolError(
-                            ErrorCode.SESSION_ERROR, f"idle for {config.idle_timeout_s:g}s: session closed"
-                        ) from None
+                    message = await _receive(websocket, session, config.idle_timeout_s)
                 if message["type"] == "websocket.disconnect":
                     return
                 frame = message.get("text")
@@ -461,6 +459,25 @@ async def _serve_session(websocket: _Connection, sessions: HttpSessions) -> None
     with contextlib.suppress(Exception):
         async with asyncio.timeout(config.send_timeout_s):
             await websocket.close(close_code)
+
+
+async def _receive(websocket: _Connection, session: _Session, idle_timeout_s: float | None) -> Any:
+    """The client's next message, waited for while the session is in use (a joined HTTP session's
+    requests use it too).
+
+    Raises:
+        ProtocolError: ``SESSION_ERROR`` when neither came for ``idle_timeout_s``.
+    """
+    timeout = idle_timeout_s
+    while True:
+        try:
+            async with asyncio.timeout(timeout):
+                return await websocket.receive()  # cancel-safe: a frame that comes meanwhile stays queued
+        except TimeoutError:
+            assert idle_timeout_s is not None
+            timeout = session.last_used + idle_timeout_s - time.monotonic()
+            if timeout <= 0:
+                raise ProtocolError(ErrorCode.SESSION_ERROR, f"idle for {idle_timeout_s:g}s: session closed") from None
 
 
 async def _wait_for_env(websocket: _Connection, opening: asyncio.Future[_Session]) -> list[Any] | None:

@@ -203,6 +203,21 @@ async def test_an_http_session_is_joined_by_one_websocket_closed_after_it_and_re
         assert stats["http_sessions"] == 0 and stats["pool"]["in_use"] == 0
 
 
+async def test_requests_on_an_http_session_keep_its_websocket_from_going_idle():
+    with serving(MATH, MATH_KWARGS, idle_timeout_s=1.0) as served:
+        session_id = (await asyncio.to_thread(post_mcp, served, rpc("openenv/session/create")))["result"]["session_id"]
+        async with connect(ws_url(served, f"?session_id={session_id}")) as ws:
+            for _ in range(10):  # 2.5 s of tool listing over HTTP, nothing over the WebSocket
+                await asyncio.to_thread(post_mcp, served, rpc("tools/list", session_id=session_id))
+                await asyncio.sleep(0.25)
+            assert (await request(ws, {"type": "state"}))["type"] == "state"
+            # then silence on both: the WebSocket goes idle, and the session after it
+            idle = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            assert idle["data"]["code"] == "SESSION_ERROR" and "idle" in idle["data"]["message"]
+        stats = await asyncio.to_thread(served.wait_until, lambda stats: stats["http_sessions"] == 0)
+        assert stats["http_sessions"] == 0 and stats["pool"]["in_use"] == 0
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
