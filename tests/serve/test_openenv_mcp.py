@@ -22,6 +22,7 @@ from test_serve import SlowEcho, request, ws_url
 from websockets.asyncio.client import connect
 
 import agentfly_env  # noqa: F401  (registers the ids)
+from agentfly_env import ListTasks, ToolEnv, reward, tool
 from agentfly_env.serve.mcp import RESERVED_TOOL_NAMES, ToolSession, answer
 from agentfly_env.serve.protocol import JsonRpcCode, JsonRpcError, JsonRpcRequest, decode_jsonrpc
 
@@ -216,6 +217,37 @@ async def test_requests_on_an_http_session_keep_its_websocket_from_going_idle():
             assert idle["data"]["code"] == "SESSION_ERROR" and "idle" in idle["data"]["message"]
         stats = await asyncio.to_thread(served.wait_until, lambda stats: stats["http_sessions"] == 0)
         assert stats["http_sessions"] == 0 and stats["pool"]["in_use"] == 0
+
+
+@tool
+def double(x: int) -> int:
+    """Double a number."""
+    return 2 * x
+
+
+@reward
+def correct(prediction, answer):
+    return float(prediction == answer)
+
+
+class Crashing(ToolEnv):
+    """A tool env whose backend fails after every call (not a tool error: the env raises)."""
+
+    def __init__(self) -> None:
+        super().__init__(tools=[double], tasks=ListTasks([{"prompt": "Double 21.", "answer": "42"}]), reward=correct)
+
+    async def _finish_turn(self, turn: Any) -> None:
+        raise RuntimeError("the backend is gone")
+
+
+def test_an_env_that_fails_under_a_call_gives_an_internal_error_and_is_not_lent_again():
+    with serving(Crashing) as served:
+        call = rpc("tools/call", name="double", arguments={"x": 21})
+        for destroyed in (1, 2):
+            error = post_mcp(served, call)["error"]
+            assert error["code"] == JsonRpcCode.INTERNAL_ERROR and "the backend is gone" in error["message"]
+            assert served.sessions()["pool"]["destroyed"] == destroyed
+        assert post_mcp(served, rpc("tools/list"))["result"]["tools"][0]["name"] == "double"
 
 
 json_values = st.recursive(
