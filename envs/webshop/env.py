@@ -48,7 +48,7 @@ from agentfly_envs.webshop.goals import GoalTasks, Split
 from agentfly_envs.webshop.index import open_index
 from agentfly_envs.webshop.nouns import noun_extractor
 from agentfly_envs.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, PRODUCT_WINDOW, Mode, Session
-from agentfly_envs.webshop.reward import webshop_reward
+from agentfly_envs.webshop.reward import attribute_reward, type_reward, webshop_reward
 from agentfly_envs.webshop.shared import DEFAULT_NUM_GOALS, shared_catalog
 
 __all__ = ["SYSTEM_PROMPT", "OriginalActionParser", "WebShopEnv", "click", "search"]
@@ -155,9 +155,13 @@ class WebShopEnv(ToolEnv):
         price_seed: Seeds price draws inside ``$a to $b`` ranges and the goals' price caps.
         human_goals: Human-written goals (``items_human_ins.json``) rather than synthetic ones.
         split: ``"train"``, ``"eval"``, ``"test"`` or ``"all"`` (the original's goal positions).
+        max_goal_options: Keep only goals asking for at most this many options (``0``: an easy set where the
+            product alone is the goal, three actions long); ``None`` (the original) keeps all.
         observation_mode: ``"text"`` (``" [SEP] "``-joined) or ``"text_rich"`` (``[button] x [button_]``).
         action_mode: ``"text"`` (one ``search[...]``/``click[...]`` per turn) or ``"tools"`` (function calls).
         parser: The tool-call format for ``action_mode="tools"`` (default ``"hermes"``).
+        results_per_page: Products on a results page; fewer than the original's 10 make short pages (and
+            episodes) for small models.
         show_attrs: Offer the ``Attributes`` sub-page on item pages.
         show_reviews: Show the data's ratings and reviews; the original shows ``Rating: N.A.`` and no
             reviews (its loader never reads them), and so does the default.
@@ -169,6 +173,9 @@ class WebShopEnv(ToolEnv):
         spacy_model: The spaCy model for title nouns (default: the first English one installed).
         reward: Replaces the original reward; it may ask for ``purchased``, ``purchased_options``,
             ``price``, ``goal`` and ``nouns`` besides the usual context.
+        expert_query: What the scripted expert (:meth:`expert_action`) searches for: ``"instruction"`` (what
+            the shopper is shown, so its demonstrations teach a model nothing it could not see) or
+            ``"title"`` (the hidden target's title: the shortest path to it).
         **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns`` defaults to 15, the
             ReAct setting; ``max_observation_chars``, ...).
     """
@@ -184,9 +191,11 @@ class WebShopEnv(ToolEnv):
         price_seed: int = 0,
         human_goals: bool = True,
         split: Split = "train",
+        max_goal_options: int | None = None,
         observation_mode: Mode = "text",
         action_mode: Literal["text", "tools"] = "text",
         parser: str | Parser | None = None,
+        results_per_page: int = PRODUCT_WINDOW,
         show_attrs: bool = False,
         show_reviews: bool = False,
         explain_invalid: bool | None = None,
@@ -194,12 +203,15 @@ class WebShopEnv(ToolEnv):
         title_nouns: Literal["auto", "spacy", "heuristic"] = "auto",
         spacy_model: str | None = None,
         reward: Reward | None = None,
+        expert_query: Literal["instruction", "title"] = "instruction",
         **kwargs: Any,
     ) -> None:
         if observation_mode not in ("text", "text_rich"):
             raise ValueError(f"observation_mode must be 'text' or 'text_rich', got {observation_mode!r}")
         if action_mode not in ("text", "tools"):
             raise ValueError(f"action_mode must be 'text' or 'tools', got {action_mode!r}")
+        if expert_query not in ("instruction", "title"):
+            raise ValueError(f"expert_query must be 'instruction' or 'title', got {expert_query!r}")
         if action_mode == "text" and parser is not None:
             raise ValueError("parser= applies to action_mode='tools'; the text mode reads search[...]/click[...]")
         self.catalog: Catalog = shared_catalog(
@@ -214,14 +226,18 @@ class WebShopEnv(ToolEnv):
         self.nouns = noun_extractor(title_nouns, spacy_model)
         self.observation_mode: Mode = observation_mode
         self.action_mode = action_mode
+        if results_per_page < 1:
+            raise ValueError(f"results_per_page must be at least 1, got {results_per_page}")
+        self.results_per_page = results_per_page
         self.show_attrs = show_attrs
         self.show_reviews = show_reviews
         self.explain_invalid = action_mode == "tools" if explain_invalid is None else explain_invalid
+        self.expert_query = expert_query
         kwargs.setdefault("max_turns", 15)
         kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
         super().__init__(
             tools=[search, click],
-            tasks=GoalTasks(self.catalog.goals(human_goals), split),
+            tasks=GoalTasks(self.catalog.goals(human_goals), split, max_goal_options),
             reward=reward or webshop_reward,
             parser=OriginalActionParser() if action_mode == "text" else (parser or "hermes"),
             answer_mode="none",  # an episode ends by buying
@@ -246,7 +262,9 @@ class WebShopEnv(ToolEnv):
 
     async def _reset(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         _, info = await super()._reset(seed, options)
-        self.session = Session(self.catalog, self.index, self.task["prompt"], self.show_attrs, self.show_reviews)
+        self.session = Session(
+            self.catalog, self.index, self.task["prompt"], self.show_attrs, self.show_reviews, self.results_per_page
+        )
         self._choices.words = self.task["prompt"].replace(",", " ").split()
         info.update(self._page_info())
         return self.session.render(self.observation_mode), info
@@ -301,10 +319,13 @@ class WebShopEnv(ToolEnv):
     # ----------------------------------------------------------------- the scripted expert
 
     def expert_action(self) -> str:
-        """A scripted shopper that knows the goal: search its title, find it, pick its options, buy.
+        """A scripted shopper that knows the goal: search the instruction (or the target's title, see
+        ``expert_query``), open the target, pick its options, buy.
 
-        Used by tests, ``agentfly-play`` and ``agentfly-bench``. When the target is not in the results
-        it looks through every result page, then buys the first product of the last one.
+        Used for warm-start demonstrations (``agentfly-train collect --expert``), tests, ``agentfly-play``
+        and ``agentfly-bench``. On a results page without the target it opens a product that scores 1 for a
+        goal without options (its type, every attribute, the price), as a shopper who reads the titles
+        would; else it looks through the next pages, and buys the first product of the last one.
         """
         assert self.session is not None
         return self.parser.format_call(self._expert_call())
@@ -315,14 +336,18 @@ class WebShopEnv(ToolEnv):
         goal = self.task["goal"]
         target = self.catalog.ordinal(goal["asin"])
         if session.page == "search":
-            return ToolCall("search", {"keywords": goal["name"]})
+            query = goal["name"] if self.expert_query == "title" else self.task["prompt"]
+            return ToolCall("search", {"keywords": query})
         if session.page == "results":
-            links = session.product_links()
-            found = next((asin for asin, ordinal in links.items() if ordinal == target), None)
-            if found is None and session.page_number * PRODUCT_WINDOW < len(session.results):
+            shown = list(session.product_links().values())
+            found = next((ordinal for ordinal in shown if ordinal == target), None)
+            found = found if found is not None else next((o for o in shown if self._meets_goal(o)), None)
+            if found is None and session.page_number * session.results_per_page < len(session.results):
                 return ToolCall("click", {"value": NEXT_PAGE})  # "Next >" shows on the last page too
-            # The target, or (not among the results at all) the first product of the last page.
-            return ToolCall("click", {"value": found or next(iter(links), BACK_TO_SEARCH)})
+            # The target, or (not among the results at all) the first product of the last page, its ASIN
+            # written as the page shows it (clicks ignore case; a model copies what it sees).
+            found = found if found is not None else next(iter(shown), None)
+            return ToolCall("click", {"value": BACK_TO_SEARCH if found is None else self.catalog.product(found).asin})
         if session.page == "item" and session.product is not None:
             wanted = goal["goal_options"].values() if isinstance(goal["goal_options"], dict) else goal["goal_options"]
             product = self.catalog.product(session.product)
@@ -333,3 +358,15 @@ class WebShopEnv(ToolEnv):
                         return ToolCall("click", {"value": value})
             return ToolCall("click", {"value": BUY_NOW})
         return ToolCall("click", {"value": PREV_PAGE})  # a sub-page: back to the item
+
+    def _meets_goal(self, ordinal: int) -> bool:
+        """Whether buying product ``ordinal`` scores 1 on this episode's goal when it asks for no options."""
+        goal = self.task["goal"]
+        if goal["goal_options"]:
+            return False  # options are the target's own
+        product = self.catalog.product(ordinal)
+        return (
+            type_reward(product, goal, self.nouns)["r_type"] == 1.0
+            and attribute_reward(product, goal["attributes"]) == len(goal["attributes"])
+            and self.catalog.price(ordinal) <= goal["price_upper"]
+        )

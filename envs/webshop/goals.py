@@ -30,7 +30,7 @@ import bisect
 import itertools
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -170,20 +170,31 @@ class GoalTasks(TaskSource):
     Args:
         goals: The shuffled goal list (see :func:`build_goals`).
         split: ``train``, ``eval``, ``test`` or ``all``.
+        max_options: Keep only the split's goals that ask for at most this many options (``0``: the product
+            alone, an easy set for small models); ``None`` (the original) keeps every goal. The split is cut
+            first, so the kept goals of two splits never overlap.
 
     Example:
-        >>> goals = [{"instruction_text": f"buy {i}", "weight": 1.0} for i in range(12)]
+        >>> goals = [{"instruction_text": f"buy {i}", "weight": 1.0, "goal_options": ["red"] * (i % 2)} for i in range(24)]
         >>> tasks = GoalTasks(goals, "test")
         >>> len(tasks), tasks[1]["prompt"], tasks[1]["goal_index"]
-        (2, 'buy 1', 1)
+        (4, 'buy 1', 1)
+        >>> easy = GoalTasks(goals, "test", max_options=0)
+        >>> len(easy), easy[1]["prompt"]
+        (2, 'buy 2')
     """
 
-    def __init__(self, goals: list[dict[str, Any]], split: Split = "train") -> None:
+    def __init__(self, goals: list[dict[str, Any]], split: Split = "train", max_options: int | None = None) -> None:
         self.goals = goals
         self.split = split
-        self.positions = split_range(len(goals), split)
+        positions = split_range(len(goals), split)
+        if max_options is not None:
+            positions = [i for i in positions if len(goals[i].get("goal_options") or ()) <= max_options]
+        self.positions: Sequence[int] = positions
         if not self.positions:
             hint = "use a larger catalog" if split == "all" else "use a larger catalog or split='all'"
+            if max_options is not None:
+                hint += f" or a max_goal_options above {max_options}"
             raise ValueError(f"the {split!r} split of {len(goals)} goals is empty; {hint}")
         weights = [float(goals[i].get("weight", 1.0)) for i in self.positions]
         uniform = all(weight == weights[0] for weight in weights)

@@ -98,6 +98,7 @@ class Session:
         instruction: The goal's instruction text, shown on every page.
         show_attrs: Offer the ``Attributes`` sub-page on item pages (the original's ``show_attrs``).
         show_reviews: Show the data's rating and reviews (the original shows ``N.A.`` and none).
+        results_per_page: Products on a results page (the original shows :data:`PRODUCT_WINDOW`).
     """
 
     catalog: Catalog
@@ -105,6 +106,7 @@ class Session:
     instruction: str
     show_attrs: bool = False
     show_reviews: bool = False
+    results_per_page: int = PRODUCT_WINDOW
     page: str = "search"
     keywords: str = ""
     results: list[int] = field(default_factory=list)
@@ -118,8 +120,8 @@ class Session:
 
     def product_links(self) -> dict[str, int]:
         """The products on this results page: lower-cased ASIN to ordinal."""
-        start = (self.page_number - 1) * PRODUCT_WINDOW
-        shown = self.results[start : start + PRODUCT_WINDOW]
+        start = (self.page_number - 1) * self.results_per_page
+        shown = self.results[start : start + self.results_per_page]
         return {self.catalog.listing(ordinal)[0].lower(): ordinal for ordinal in shown}
 
     def _option_groups(self) -> dict[str, str]:

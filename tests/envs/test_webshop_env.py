@@ -79,6 +79,57 @@ def test_expert_reaches_reward_one_on_every_sampled_goal_of_the_default_env(cach
     env.close()
 
 
+def test_expert_searches_the_instruction_unless_told_to_search_the_title(env, cache):
+    env.reset(seed=5)
+    assert env.expert_action() == f"search[{env.task['prompt']}]"  # only what the shopper is shown
+    by_title = WebShopEnv(num_products=400, split="all", cache_dir=cache, expert_query="title")
+    by_title.reset(seed=5)
+    assert by_title.expert_action() == f"search[{by_title.task['goal']['name']}]"
+    with pytest.raises(ValueError, match="expert_query must be"):
+        WebShopEnv(num_products=400, cache_dir=cache, expert_query="asin")
+
+
+def test_the_easy_goal_set_keeps_the_goals_without_options_of_each_split(cache):
+    every = {split: WebShopEnv(split=split, cache_dir=cache).tasks for split in ("train", "eval")}
+    easy = {split: WebShopEnv(split=split, cache_dir=cache, max_goal_options=0).tasks for split in every}
+    for split, tasks in easy.items():
+        kept = [tasks[i]["goal_index"] for i in range(len(tasks))]
+        expected = [
+            every[split][i]["goal_index"] for i in range(len(every[split])) if not every[split][i]["goal"]["goal_options"]
+        ]
+        assert kept == expected and 0 < len(kept) < len(every[split])
+    assert not {easy["train"][i]["goal_index"] for i in range(len(easy["train"]))} & {
+        easy["eval"][i]["goal_index"] for i in range(len(easy["eval"]))
+    }
+    # Three actions: search the instruction, open the target, buy.
+    env = WebShopEnv(split="eval", cache_dir=cache, max_goal_options=0)
+    reward, info, actions, _ = play_expert(env, seed=1)
+    assert reward == 1.0 and len(actions) == 3 and actions[-1] == "click[Buy Now]", actions
+    with pytest.raises(ValueError, match="max_goal_options above 0"):
+        WebShopEnv(num_products=20, num_goals=6, split="test", cache_dir=cache, max_goal_options=0)
+
+
+def test_short_results_pages_and_the_expert_buying_a_product_that_meets_the_goal(cache):
+    env = WebShopEnv(split="train", cache_dir=cache, max_goal_options=0, results_per_page=3)
+    outside = 0
+    for seed in range(12):
+        env.reset(seed=seed)
+        observation, *_, info = env.step(env.expert_action())
+        shown = [c for c in info["available_actions"]["clickables"] if c.startswith("b0")]
+        asins = [env.catalog.product(o).asin for o in env.session.results[:3]]
+        assert shown == [asin.lower() for asin in asins] and all(asin in observation for asin in asins)
+        choice = env.expert_action()
+        assert choice in {f"click[{asin}]" for asin in asins}, choice  # written as shown
+        if env.task["goal"]["asin"] not in asins:  # the target is further down: one that meets the goal instead
+            outside += 1
+        env.step(choice)
+        _, reward, terminated, _, info = env.step(env.expert_action())
+        assert terminated and reward == 1.0, (seed, info["reward_components"])
+    assert outside > 0  # the case above was exercised
+    with pytest.raises(ValueError, match="results_per_page must be at least 1"):
+        WebShopEnv(split="train", cache_dir=cache, results_per_page=0)
+
+
 def test_expert_in_tools_mode_with_function_calls(cache):
     env = WebShopEnv(num_products=400, split="all", cache_dir=cache, action_mode="tools")
     observation, info = env.reset(seed=3)
