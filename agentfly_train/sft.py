@@ -299,11 +299,14 @@ def train_sft(
     lr: float,
     batch_size: int,
     pad_id: int,
+    micro_batch_size: int | None = None,
     seed: int = 0,
     max_grad_norm: float = 1.0,
 ) -> SFTResult:
     """Fit ``policy`` to the model turns of ``episodes`` (from :func:`encode`): AdamW on the mean
-    negative log-likelihood of the mask-1 tokens, ``batch_size`` episodes per step, shuffled each epoch."""
+    negative log-likelihood of the mask-1 tokens, ``batch_size`` episodes per step, shuffled each epoch.
+    Gradients accumulate over micro-batches of ``micro_batch_size`` similar lengths (default: the whole
+    batch at once), which bounds the activations' memory without changing the step."""
     import time
 
     import torch
@@ -321,14 +324,18 @@ def train_sft(
         for _ in range(epochs):
             for rows in torch.randperm(len(episodes), generator=order).split(batch_size):
                 batch = Batch.from_episodes([episodes[int(i)] for i in rows], pad_id, device)
-                logprobs = sequence_logprobs(policy, batch.input_ids, batch.attention_mask, batch.action_mask, 1.0)
-                loss = -(logprobs * batch.action_mask).sum() / batch.action_mask.sum()
+                tokens = batch.action_mask.sum()
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
+                loss = 0.0
+                for micro in batch.micro_batches(torch.arange(len(rows)), micro_batch_size or len(rows)):
+                    ids, attention, mask = batch.slice(micro)
+                    share = -(sequence_logprobs(policy, ids, attention, mask, 1.0) * mask).sum() / tokens
+                    share.backward()
+                    loss += share.item()
                 if max_grad_norm:
                     torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
                 optimizer.step()
-                losses.append(loss.item())
+                losses.append(loss)
     finally:
         policy.train(was_training)
     return SFTResult(
@@ -371,6 +378,7 @@ def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], An
         lr=sft.lr,
         batch_size=sft.batch_size,
         pad_id=int(pad),
+        micro_batch_size=config.train.micro_batch_size,
         seed=config.seed,
         max_grad_norm=config.train.max_grad_norm,
     )

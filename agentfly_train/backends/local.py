@@ -122,6 +122,21 @@ class Batch:
             lengths=attention.sum(-1).to(device),
         )
 
+    def slice(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rows' ids, attention and action mask, cut to their own longest sequence."""
+        width = int(self.lengths[rows].max())
+        return self.input_ids[rows, :width], self.attention_mask[rows, :width], self.action_mask[rows, : width - 1]
+
+    def micro_batches(self, rows: torch.Tensor, size: int) -> list[torch.Tensor]:
+        """``rows`` in micro-batches of ``size`` similar lengths, so little compute goes into padding (a loss
+        that sums the micro-batches' shares of the whole is not changed by the grouping)."""
+        return chunks(rows[torch.argsort(self.lengths[rows].cpu(), stable=True)], size)
+
+
+def chunks(indices: torch.Tensor, size: int) -> list[torch.Tensor]:
+    """``indices`` in consecutive pieces of ``size`` (the last may be shorter)."""
+    return [indices[start : start + size] for start in range(0, len(indices), size)]
+
 
 def sequence_logprobs(
     model: nn.Module,
@@ -297,8 +312,8 @@ class LocalTrainer:
             "values": self.critic,
         }
         out = {name: torch.zeros_like(batch.action_mask) for name, model in models.items() if model is not None}
-        for rows in self._micro_batches(batch, torch.arange(len(batch.rewards))):
-            ids, attention, mask = self._slice(batch, rows)
+        for rows in batch.micro_batches(torch.arange(len(batch.rewards)), self.config.train.micro_batch_size):
+            ids, attention, mask = batch.slice(rows)
             for name in out:
                 if name == "values":
                     scored = self.critic(ids, attention)[:, : ids.size(1) - 1]  # type: ignore[misc]
@@ -355,13 +370,13 @@ class LocalTrainer:
             order = torch.randperm(
                 size, generator=torch.Generator().manual_seed(step_seed(config.seed, self.step, 2 + epoch))
             )
-            for minibatch in self._chunks(order, mini):
+            for minibatch in chunks(order, mini):
                 num_tokens = mask[minibatch].sum().clamp(min=1)
                 num_sequences = (mask[minibatch].sum(-1) > 0).sum().clamp(min=1)
                 aggregation = {"mode": algorithm.loss_agg, "num_tokens": num_tokens, "num_sequences": num_sequences}
                 self.policy.train(config.train.gradient_checkpointing)  # HF checkpoints only in train mode
-                for rows in self._micro_batches(batch, minibatch):
-                    ids, attention, micro_mask = self._slice(batch, rows)
+                for rows in batch.micro_batches(minibatch, config.train.micro_batch_size):
+                    ids, attention, micro_mask = batch.slice(rows)
                     width = ids.size(1) - 1
                     logprobs = sequence_logprobs(self.policy, ids, attention, micro_mask, config.rollout.temperature)
                     if old_in_update:
@@ -431,21 +446,6 @@ class LocalTrainer:
         if self.recompute_logprobs and mask.sum():
             report["logprob_mismatch"] = float(((old - batch.rollout_logprobs).abs() * mask).max())
         return report
-
-    def _slice(self, batch: Batch, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The rows' ids, attention and action mask, cut to their own longest sequence."""
-        width = int(batch.lengths[rows].max())
-        return batch.input_ids[rows, :width], batch.attention_mask[rows, :width], batch.action_mask[rows, : width - 1]
-
-    def _micro_batches(self, batch: Batch, rows: torch.Tensor) -> list[torch.Tensor]:
-        """``rows`` in micro-batches of similar lengths, so little compute goes into padding (the loss sums the
-        micro-batches' shares of their mini-batch, so grouping does not change it)."""
-        by_length = rows[torch.argsort(batch.lengths[rows].cpu(), stable=True)]
-        return self._chunks(by_length, self.config.train.micro_batch_size)
-
-    @staticmethod
-    def _chunks(indices: torch.Tensor, size: int) -> list[torch.Tensor]:
-        return [indices[start : start + size] for start in range(0, len(indices), size)]
 
     # ----------------------------------------------------------------- the loop
 

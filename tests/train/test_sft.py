@@ -195,6 +195,29 @@ def test_a_warm_start_teaches_a_tiny_model_the_demonstrated_turns(tokenizer):
     assert '"name": "calculator"' in text, text
 
 
+def test_micro_batches_accumulate_to_the_whole_batchs_step(tokenizer):
+    chat = ChatFormat(tokenizer)
+    rows = [chat_row()]
+    for question in ("What is 6*7? Show the call.", "Please tell me: what is 6*7, computed with the tool?"):
+        row = chat_row()
+        row["messages"][1] = {"role": "user", "content": question}
+        rows.append(row)
+    episodes = [encode(chat, demo) for demo in parse_rows(rows, source="inline")]
+    assert len({len(e.token_ids) for e in episodes}) == 3  # padding differs between the groupings
+    trained = []
+    for micro in (None, 1, 2):
+        model = tiny_model(tokenizer, seed=5)
+        result = train_sft(
+            model, episodes * 2, epochs=2, lr=1e-2, batch_size=6, pad_id=tokenizer.pad_token_id, micro_batch_size=micro
+        )
+        trained.append((result.losses, torch.cat([p.detach().flatten() for p in model.parameters()])))
+    (whole_losses, whole), *others = trained
+    for losses, params in others:
+        assert losses == pytest.approx(whole_losses, rel=1e-4)
+        assert torch.allclose(params, whole, atol=1e-5)
+    assert not torch.allclose(whole, torch.cat([p.detach().flatten() for p in tiny_model(tokenizer, seed=5).parameters()]))
+
+
 def test_collect_then_sft_from_the_command_line(tmp_path, smollm2_dir, capsys):
     demos = tmp_path / "expert.jsonl"
     env_options = ["--env-option", 'tools=["calculator"]', "--env-option", 'dataset="basic_arithmetic"']
