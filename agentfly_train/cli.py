@@ -34,6 +34,7 @@ from agentfly_train.config import (
     Config,
     ConfigError,
     apply_overrides,
+    preset_names,
 )
 
 COMMANDS = ("train", "eval", "export", "collect", "sft")
@@ -78,7 +79,7 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument(
             "command", nargs="?", choices=COMMANDS, help="train (default), eval, export, collect or sft"
         )
-    parser.add_argument("--config", help="a TOML file, or a preset name (calculator, quickstart, openrlhf)")
+    parser.add_argument("--config", help=f"a TOML file, or a preset name ({', '.join(preset_names())})")
     parser.add_argument("--env", help="env id, e.g. AgentFly/Math-v0")
     parser.add_argument(
         "--env-option", action="append", default=[], metavar="KEY=VALUE", help="an env option (repeatable)"

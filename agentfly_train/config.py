@@ -50,6 +50,11 @@ GROUP_ESTIMATORS = ("group_norm", "rloo", "reinforce_baseline")
 BUNDLED_MODEL_NAMES = ("smollm2-135m", "bundled")
 #: Presets shipped in ``agentfly_train/data``: ``--config quickstart`` finds ``quickstart.toml``.
 PRESET_DIR = Path(__file__).parent / "data"
+
+
+def preset_names() -> list[str]:
+    """The bundled presets, the names ``--config`` takes besides a file (``agentfly_train/data/*.toml``)."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
 #: The env a run trains on when the config names none.
 DEFAULT_ENV_ID = "AgentFly/Math-v0"
 
@@ -410,8 +415,7 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if not resolved.exists() and (PRESET_DIR / f"{path}.toml").exists():
             resolved = PRESET_DIR / f"{path}.toml"
         if not resolved.exists():
-            presets = ", ".join(sorted(p.stem for p in PRESET_DIR.glob("*.toml")))
-            raise ConfigError(f"config file {str(path)!r} not found (presets: {presets})")
+            raise ConfigError(f"config file {str(path)!r} not found (presets: {', '.join(preset_names())})")
         try:
             data = tomllib.loads(resolved.read_text())
         except tomllib.TOMLDecodeError as error:
