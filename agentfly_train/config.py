@@ -55,6 +55,8 @@ PRESET_DIR = Path(__file__).parent / "data"
 def preset_names() -> list[str]:
     """The bundled presets, the names ``--config`` takes besides a file (``agentfly_train/data/*.toml``)."""
     return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
 #: The env a run trains on when the config names none.
 DEFAULT_ENV_ID = "AgentFly/Math-v0"
 

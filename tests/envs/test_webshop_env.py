@@ -95,7 +95,9 @@ def test_the_easy_goal_set_keeps_the_goals_without_options_of_each_split(cache):
     for split, tasks in easy.items():
         kept = [tasks[i]["goal_index"] for i in range(len(tasks))]
         expected = [
-            every[split][i]["goal_index"] for i in range(len(every[split])) if not every[split][i]["goal"]["goal_options"]
+            every[split][i]["goal_index"]
+            for i in range(len(every[split]))
+            if not every[split][i]["goal"]["goal_options"]
         ]
         assert kept == expected and 0 < len(kept) < len(every[split])
     assert not {easy["train"][i]["goal_index"] for i in range(len(easy["train"]))} & {

@@ -215,7 +215,9 @@ def test_micro_batches_accumulate_to_the_whole_batchs_step(tokenizer):
     for losses, params in others:
         assert losses == pytest.approx(whole_losses, rel=1e-4)
         assert torch.allclose(params, whole, atol=1e-5)
-    assert not torch.allclose(whole, torch.cat([p.detach().flatten() for p in tiny_model(tokenizer, seed=5).parameters()]))
+    assert not torch.allclose(
+        whole, torch.cat([p.detach().flatten() for p in tiny_model(tokenizer, seed=5).parameters()])
+    )
 
 
 def test_collect_then_sft_from_the_command_line(tmp_path, smollm2_dir, capsys):
