@@ -9,17 +9,15 @@ gets from that command.
 
 - ``math``: ``calculator``: 3-digit multiplication with the calculator tool (Math-v0).
 - ``search``: ``search``: 1-hop questions of the generated encyclopedia with ``retrieve`` (Search-v0).
-
-WebShop is not here yet: an expert episode is 1,200-1,500 tokens (seven times the calculator's, so an update
-step takes minutes on this CPU), and its scripted expert searches the hidden product's title, which a warm start
-would teach the model to invent.
+- ``webshop``: ``webshop``: WebShop in text mode on its easy goal set (goals without options, three products
+  per results page): search the instruction, open a product, buy it (WebShop-v0, WebShop's own reward).
 
 Writes one run directory per env and a plot with a reward curve per env under ``out_dir``. ``--quick`` shrinks
 every budget to a smoke run (one step, a few tasks): it shows the plumbing, not learning.
 
 Example:
     >>> sorted(PRESETS)
-    ['math', 'search']
+    ['math', 'search', 'webshop']
 """
 
 from __future__ import annotations
@@ -32,10 +30,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-DESCRIPTION = "learning: base vs warm start vs RL held-out success per env (the Math and Search presets)"
+DESCRIPTION = "learning: base vs warm start vs RL held-out success per env (the Math, Search and WebShop presets)"
 
 #: Env family -> the training preset it runs.
-PRESETS = {"math": "calculator", "search": "search"}
+PRESETS = {"math": "calculator", "search": "search", "webshop": "webshop"}
 STAGES = ("base", "warm start", "rl")
 
 
