@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import threading
 import time
 import urllib.request
@@ -22,7 +23,16 @@ from agentfly_bench.suites.serve import openenv_python
 from agentfly_env.serve.server import ServeConfig, create_app, make_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-__all__ = ["REPO_ROOT", "Served", "openenv_python", "serving"]
+__all__ = ["REPO_ROOT", "Served", "openenv_python", "run_in_openenv", "serving"]
+
+
+def run_in_openenv(script: str, *args: str) -> Any:
+    """Run ``script`` (a path from the repository root) in openenv's own venv; the JSON it prints."""
+    completed = subprocess.run(
+        [str(openenv_python()), script, *args], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
+    )
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
 
 
 class Served:

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import urllib.request
 from typing import Any
 
 import gymnasium as gym
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from serving import REPO_ROOT, openenv_python, serving
-from test_serve import SlowEcho, request, ws_url
+from serving import openenv_python, run_in_openenv, serving
+from test_serve import SlowEcho, post, request, ws_url
 from websockets.asyncio.client import connect
 
 import agentfly_env  # noqa: F401  (registers the ids)
@@ -66,10 +64,9 @@ def expert_calls() -> list[tuple[str, dict[str, Any]]]:
 
 
 def post_mcp(served: Any, body: bytes | dict[str, Any]) -> dict[str, Any]:
-    data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    with urllib.request.urlopen(urllib.request.Request(served.url + "/mcp", data=data), timeout=30) as reply:
-        assert reply.status == 200  # as OpenEnv's: what went wrong is said in JSON-RPC
-        return json.loads(reply.read())
+    status, reply = post(served.url + "/mcp", body)
+    assert status == 200  # as OpenEnv's: what went wrong is said in JSON-RPC
+    return reply
 
 
 def rpc(method: str, request_id: int | str | None = 1, **params: Any) -> dict[str, Any]:
@@ -89,16 +86,9 @@ async def test_the_openenv_mcp_client_calls_the_tools_as_in_process():
     ]
     assert outcomes[1]["result"]["isError"] and outcomes[-1]["result"]["structuredContent"]["reward"] == 1.0
     with serving(MATH, MATH_KWARGS) as served:
-        completed = await asyncio.to_thread(
-            subprocess.run,
-            [str(openenv_python()), "tests/serve/_openenv_mcp_client.py", served.url, str(SEED), json.dumps(calls)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=REPO_ROOT,
+        wire = await asyncio.to_thread(
+            run_in_openenv, "tests/serve/_openenv_mcp_client.py", served.url, str(SEED), json.dumps(calls)
         )
-        assert completed.returncode == 0, completed.stderr
-        wire = json.loads(completed.stdout)
         # the client closed its HTTP session, and its env went back
         stats = await asyncio.to_thread(served.wait_until, lambda stats: stats["http_sessions"] == 0)
         assert stats["active_sessions"] == 0 and stats["pool"]["in_use"] == 0 and stats["pool"]["failures"] == 0

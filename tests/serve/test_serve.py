@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import urllib.error
 import urllib.request
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import msgspec
 import pytest
-from serving import REPO_ROOT, openenv_python, serving
+from serving import openenv_python, run_in_openenv, serving
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -69,15 +68,7 @@ def test_the_local_episode_uses_the_calculator_and_earns_its_reward():
 def test_the_openenv_client_plays_the_same_episode_as_in_process():
     actions, returns, _ = local_episode()
     with serving(MATH, MATH_KWARGS) as served:
-        completed = subprocess.run(
-            [str(openenv_python()), "tests/serve/_openenv_client.py", served.url, str(SEED), json.dumps(actions)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=REPO_ROOT,
-        )
-        assert completed.returncode == 0, completed.stderr
-        wire = json.loads(completed.stdout)
+        wire = run_in_openenv("tests/serve/_openenv_client.py", served.url, str(SEED), json.dumps(actions))
         assert served.wait_until(lambda stats: stats["active_sessions"] == 0)["pool"]["in_use"] == 0
     (first_observation, first_info), *steps = returns
     reset = wire["results"][0]
