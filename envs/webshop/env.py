@@ -48,7 +48,7 @@ from agentfly_envs.webshop.goals import GoalTasks, Split
 from agentfly_envs.webshop.index import open_index
 from agentfly_envs.webshop.nouns import noun_extractor
 from agentfly_envs.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, PRODUCT_WINDOW, Mode, Session
-from agentfly_envs.webshop.reward import attribute_reward, type_reward, webshop_reward
+from agentfly_envs.webshop.reward import webshop_reward
 from agentfly_envs.webshop.shared import DEFAULT_NUM_GOALS, shared_catalog
 
 __all__ = ["SYSTEM_PROMPT", "OriginalActionParser", "WebShopEnv", "click", "search"]
@@ -340,13 +340,12 @@ class WebShopEnv(ToolEnv):
             return ToolCall("search", {"keywords": query})
         if session.page == "results":
             shown = list(session.product_links().values())
-            found = next((ordinal for ordinal in shown if ordinal == target), None)
-            found = found if found is not None else next((o for o in shown if self._meets_goal(o)), None)
+            found = target if target in shown else next((o for o in shown if self._meets_goal(o)), None)
             if found is None and session.page_number * session.results_per_page < len(session.results):
                 return ToolCall("click", {"value": NEXT_PAGE})  # "Next >" shows on the last page too
-            # The target, or (not among the results at all) the first product of the last page, its ASIN
-            # written as the page shows it (clicks ignore case; a model copies what it sees).
-            found = found if found is not None else next(iter(shown), None)
+            if found is None:  # not among the results at all: the first product of the last page
+                found = shown[0] if shown else None
+            # Its ASIN written as the page shows it (clicks ignore case; a model copies what it sees).
             return ToolCall("click", {"value": BACK_TO_SEARCH if found is None else self.catalog.product(found).asin})
         if session.page == "item" and session.product is not None:
             wanted = goal["goal_options"].values() if isinstance(goal["goal_options"], dict) else goal["goal_options"]
@@ -360,13 +359,8 @@ class WebShopEnv(ToolEnv):
         return ToolCall("click", {"value": PREV_PAGE})  # a sub-page: back to the item
 
     def _meets_goal(self, ordinal: int) -> bool:
-        """Whether buying product ``ordinal`` scores 1 on this episode's goal when it asks for no options."""
-        goal = self.task["goal"]
-        if goal["goal_options"]:
-            return False  # options are the target's own
-        product = self.catalog.product(ordinal)
-        return (
-            type_reward(product, goal, self.nouns)["r_type"] == 1.0
-            and attribute_reward(product, goal["attributes"]) == len(goal["attributes"])
-            and self.catalog.price(ordinal) <= goal["price_upper"]
+        """Whether buying product ``ordinal`` as it comes (no option chosen) scores 1 by WebShop's reward."""
+        bought = webshop_reward(
+            self.catalog.product(ordinal), {}, self.catalog.price(ordinal), self.task["goal"], self.nouns
         )
+        return bought.score == 1.0
