@@ -11,18 +11,18 @@ Importing the package registers the ``AgentFly/*`` ids of every installed env su
     observation, info = env.reset(seed=0)
 """
 
-from agentfly_env.aio import run_sync
-from agentfly_env.core import AgentEnv, EnvStateError, Transition
-from agentfly_env.parsing import Parser, get_parser
-from agentfly_env.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
+from agentfly_env.core.aio import run_sync
+from agentfly_env.core.env import AgentEnv, EnvStateError
+from agentfly_env.core.spaces import TextSpace, ToolCallSpace
+from agentfly_env.core.tasks import ListTasks, TaskSource, load_jsonl_tasks
+from agentfly_env.core.types import Message, ParseError, ParseResult, Step, ToolCall, ToolResult, Trajectory
 from agentfly_env.registration import register_envs, registered_ids
-from agentfly_env.rewards import Reward, RewardResult, reward
-from agentfly_env.spaces import TextSpace, ToolCallSpace
-from agentfly_env.tasks import ListTasks, TaskSource, load_jsonl_tasks
-from agentfly_env.tool_env import ToolEnv
-from agentfly_env.tools import Tool, tool
-from agentfly_env.types import Message, ParseError, ParseResult, Step, ToolCall, ToolResult, Trajectory
-from agentfly_env.vector import AgentVectorEnv
+from agentfly_env.resources.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
+from agentfly_env.runners.vector import AgentVectorEnv
+from agentfly_env.tools.parsing import Parser, get_parser
+from agentfly_env.tools.rewards import Reward, RewardResult, reward
+from agentfly_env.tools.tool import Tool, tool
+from agentfly_env.tools.tool_env import ToolEnv
 
 register_envs()
 
@@ -49,7 +49,6 @@ __all__ = [
     "ToolCallSpace",
     "ToolEnv",
     "ToolResult",
-    "Transition",
     "Trajectory",
     "get_parser",
     "load_jsonl_tasks",

@@ -34,13 +34,13 @@ __all__ = ["CORE_ENVS", "ENTRY_POINT_GROUP", "MIXTURE_ID", "REMOTE_ID", "registe
 
 #: The entry-point group through which env suites announce themselves.
 ENTRY_POINT_GROUP = "agentfly.envs"
-#: A mixture of other envs (:mod:`agentfly_env.mixture`), whichever suites provide them.
+#: A mixture of other envs (:mod:`agentfly_env.core.mixture`), whichever suites provide them.
 MIXTURE_ID = "AgentFly/Mix-v0"
-#: The core's client id: an env served over OpenEnv's protocol (:mod:`agentfly_env.remote`); it needs a
+#: The core's client id: an env served over OpenEnv's protocol (:mod:`agentfly_env.serve.remote`); it needs a
 #: ``url``, so :func:`registered_ids` (the envs to play as they are) leaves it out.
 REMOTE_ID = "AgentFly/Remote-v0"
 #: The core's own ids: envs made of other envs, whichever suites provide those.
-CORE_ENVS = {MIXTURE_ID: "agentfly_env.mixture:MixtureEnv", REMOTE_ID: "agentfly_env.remote:RemoteEnv"}
+CORE_ENVS = {MIXTURE_ID: "agentfly_env.core.mixture:MixtureEnv", REMOTE_ID: "agentfly_env.serve.remote:RemoteEnv"}
 
 
 def register(env_id: str, entry_point: str, **kwargs: Any) -> None:

@@ -230,7 +230,7 @@ def _collect(config: Config, args: argparse.Namespace) -> int:
 
 def _sft(config: Config) -> int:
     """The ``[sft]`` stage alone: the warm-started model goes to ``<out_dir>/final``."""
-    from agentfly_env.files import atomic_path
+    from agentfly_env.resources.files import atomic_path
     from agentfly_train.models import load_causal_lm, load_tokenizer, pick_device, resolve_model_path
     from agentfly_train.sft import warm_start
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentfly_env.files import atomic_path
-from agentfly_env.types import EpisodeStart
+from agentfly_env.core.types import EpisodeStart
+from agentfly_env.resources.files import atomic_path
 from agentfly_train.chat import first_messages
 from agentfly_train.config import Config
 

@@ -26,11 +26,11 @@ from typing import Any
 
 import msgspec
 
-from agentfly_env.aio import run_sync
-from agentfly_env.core import AgentEnv
-from agentfly_env.distributed import EnvHandle, make_env_pool
-from agentfly_env.pool import ResourcePool
-from agentfly_env.recording import TrajectoryWriter
+from agentfly_env.core.aio import run_sync
+from agentfly_env.core.env import AgentEnv
+from agentfly_env.core.recording import TrajectoryWriter
+from agentfly_env.resources.distributed import EnvHandle, make_env_pool
+from agentfly_env.resources.pool import ResourcePool
 from agentfly_train.chat import first_messages
 from agentfly_train.config import Config
 from agentfly_train.generation import Generator

@@ -60,7 +60,7 @@ def per_env_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, float]:
     the one the trajectory names (in a mixed run, the component's name).
 
     Example:
-        >>> from agentfly_env.types import Trajectory
+        >>> from agentfly_env.core.types import Trajectory
         >>> played = [Episode(0, c, 0, reward=c, trajectory=Trajectory(env_id=env, observation=""))
         ...           for c, env in enumerate(["math", "search", "search"])]
         >>> per_env_metrics(played)["search/reward_mean"], per_env_metrics(played)["math/episodes"]

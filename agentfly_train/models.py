@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentfly_env.files import build_once
+from agentfly_env.resources.files import build_once
 from agentfly_train.config import BUNDLED_MODEL_NAMES
 
 BUNDLED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

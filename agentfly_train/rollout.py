@@ -18,7 +18,7 @@ for comparison.
 Multi-chain: ``samples_per_prompt`` chains of one task (same env seed, so the same task) run at once and
 come back as consecutive episodes: the group of GRPO and RLOO.
 
-Envs come from an env pool (:func:`~agentfly_env.distributed.make_env_pool`), leased for one episode
+Envs come from an env pool (:func:`~agentfly_env.resources.distributed.make_env_pool`), leased for one episode
 each, in this process or as Ray actors: the same interface every episode driver uses. What an env
 reports is read from its typed records (``info["start"]``, ``info["step"]``), and the episode's
 trajectory is assembled from them, so a remote env records the same trajectory as a local one.
@@ -41,10 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from agentfly_env.aio import run_sync
-from agentfly_env.distributed import EnvHandle
-from agentfly_env.pool import Lease, ResourcePool
-from agentfly_env.types import EpisodeStart, Step, Trajectory
+from agentfly_env.core.aio import run_sync
+from agentfly_env.core.types import EpisodeStart, Step, Trajectory
+from agentfly_env.resources.distributed import EnvHandle
+from agentfly_env.resources.pool import Lease, ResourcePool
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import RolloutConfig
 from agentfly_train.generation import (
@@ -91,6 +91,8 @@ class EpisodeStats:
         errors: All errors the env counted (parse errors, unknown tools, failures, ...).
         env_seconds: Time spent in ``areset`` and ``astep``.
         trajectory: The episode as the env recorded it, step by step.
+        failure: Why the episode failed for a reason outside the model (its env died or raised), or None.
+            Such an episode is reported but left out of the loss and of its group's baseline.
     """
 
     reward: float = 0.0
@@ -105,6 +107,7 @@ class EpisodeStats:
     errors: int = 0
     env_seconds: float = 0.0
     trajectory: Trajectory | None = None
+    failure: str | None = None
 
     @property
     def done(self) -> bool:

@@ -9,7 +9,7 @@ the mask-1 tokens, so nothing is learned from the prompt or the env's text.
 
 Demonstrations are JSONL files, one episode per row, in either of two forms:
 
-* a trajectory (:class:`~agentfly_env.types.Trajectory`): what ``agentfly-train collect`` writes from an
+* a trajectory (:class:`~agentfly_env.core.types.Trajectory`): what ``agentfly-train collect`` writes from an
   env's scripted expert, and what a run writes to ``trajectories.jsonl`` (keep the good ones with
   ``min_reward``: rejection sampling, expert iteration);
 * a chat transcript in OpenAI's format, ``{"messages": [...]}``: system and user messages, assistant
@@ -38,8 +38,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentfly_env.parsing import get_parser
-from agentfly_env.types import ToolCall, Trajectory
+from agentfly_env.core.types import ToolCall, Trajectory
+from agentfly_env.tools.parsing import get_parser
 
 logger = logging.getLogger("agentfly.train")
 
@@ -397,7 +397,7 @@ def collect_expert(
     import gymnasium as gym
 
     import agentfly_env  # noqa: F401 - registers the ids
-    from agentfly_env.policies import expert_action, has_expert
+    from agentfly_env.core.policies import expert_action, has_expert
     from agentfly_train.rollout import EpisodeStats
 
     env = gym.make(env, **(options or {})) if isinstance(env, str) else env()

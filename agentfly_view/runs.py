@@ -47,7 +47,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from agentfly_env.types import Trajectory
+from agentfly_env.core.types import Trajectory
 from agentfly_train.tokens_log import TOKENS_FILE, TokenRecord, mask_from_runs
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
@@ -224,7 +224,7 @@ class _StepBrief(msgspec.Struct):
 class _TrajectoryBrief(msgspec.Struct):
     """What the episode list needs of a trajectory line; msgspec skips the rest (the texts) unread.
 
-    The fields a :class:`~agentfly_env.types.Trajectory` requires are required here too, so a line that
+    The fields a :class:`~agentfly_env.core.types.Trajectory` requires are required here too, so a line that
     lists is a line that opens.
     """
 
@@ -450,7 +450,7 @@ class EpisodeIndex(JsonlFile):
             return {"x_label": label, "envs": out}
 
     def trajectory(self, number: int) -> dict[str, Any]:
-        """Episode ``number`` decoded whole (as the :class:`~agentfly_env.types.Trajectory` it was written as)."""
+        """Episode ``number`` decoded whole (as the :class:`~agentfly_env.core.types.Trajectory` it was written as)."""
         return msgspec.to_builtins(msgspec.json.decode(self.line(number), type=Trajectory))
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import msgspec
 
-from agentfly_env.recording import TrajectoryWriter
-from agentfly_env.types import Step, ToolCall, ToolResult, Trajectory
+from agentfly_env.core.recording import TrajectoryWriter
+from agentfly_env.core.types import Step, ToolCall, ToolResult, Trajectory
 from agentfly_train.tokens_log import TOKENS_FILE, TokenRecord, mask_runs
 
 ENVS = ("AgentFly/Math-v0", "AgentFly/Search-v0")

@@ -20,7 +20,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from agentfly_env import AgentVectorEnv, run_sync
-from agentfly_env.policies import expert_action
+from agentfly_env.core.policies import expert_action
 
 #: (env_id, num_envs, steps, env_kwargs) -> steps per second
 ThroughputRunner = Callable[[str, int, int, dict[str, Any]], float]

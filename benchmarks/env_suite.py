@@ -12,7 +12,7 @@ import msgspec
 from agentfly_bench.baselines import BASELINES, agentfly_vector
 from agentfly_bench.measure import memory_mib, summarize
 from agentfly_env import run_sync
-from agentfly_env.policies import expert_action
+from agentfly_env.core.policies import expert_action
 
 
 def latencies(env_id: str, steps: int, env_kwargs: dict[str, Any]) -> dict[str, Any]:

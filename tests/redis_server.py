@@ -1,6 +1,6 @@
-"""The throwaway ``redis-server`` of the Redis tests: :mod:`agentfly_bench.redis_server` (the chaos
-soak starts, kills and restarts one too)."""
+"""The throwaway ``redis-server`` of the Redis tests, by the bare name the test folders import their shared
+helpers with: :mod:`agentfly_env.resources.redis_server`, the one the chaos soak uses too."""
 
-from agentfly_bench.redis_server import RedisServer, free_port
+from agentfly_env.resources.redis_server import RedisServer, free_port
 
 __all__ = ["RedisServer", "free_port"]

@@ -3,7 +3,7 @@
 An MCP-speaking agent gets the env's tools (``tools/list``: each tool's name, description and JSON
 schema, as the env gives them to a model) and calls them (``tools/call``). Each call is one turn of
 an episode of the env: the call is written in the env's own call format
-(:meth:`~agentfly_env.parsing.Parser.format_call`) and stepped through ``astep``, so the env runs it
+(:meth:`~agentfly_env.tools.parsing.Parser.format_call`) and stepped through ``astep``, so the env runs it
 exactly as it runs a model's call (argument checks, its pooled sandbox or JVM, caching, tools that end
 the episode, the reward). The tool's output is the result's text; a failed call (unknown tool, bad
 arguments, a tool error) has ``isError`` set; the step's reward, ``terminated``/``truncated`` and turn
@@ -25,10 +25,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from agentfly_env.distributed import make_env
+from agentfly_env.core.types import ToolCall
 from agentfly_env.extras import requires_extra
+from agentfly_env.resources.distributed import make_env
 from agentfly_env.serve.protocol import JsonRpcCode, JsonRpcError
-from agentfly_env.types import ToolCall
 
 with requires_extra("serve", "mcp", "mcp_types", feature="agentfly-serve --mcp"):
     import mcp_types as types

@@ -23,11 +23,11 @@ the action's ``metadata`` field, the error codes and the observation's layout (i
 ``reward`` and ``done`` beside it) are OpenEnv's. What is AgentFly's is the content: the action is the
 model's turn (``message``, as in OpenEnv's text envs), and the observation carries the env's answer
 (``text``), Gymnasium's ``terminated``/``truncated`` (OpenEnv has only ``done``) and the env's ``info``
-as JSON, with ``info["start"]`` and ``info["step"]`` the :class:`~agentfly_env.types.EpisodeStart` and
-:class:`~agentfly_env.types.Step` records; JSON has no tuples, so tuples in ``info`` arrive as lists.
+as JSON, with ``info["start"]`` and ``info["step"]`` the :class:`~agentfly_env.core.types.EpisodeStart` and
+:class:`~agentfly_env.core.types.Step` records; JSON has no tuples, so tuples in ``info`` arrive as lists.
 
 This module is the codec, shared by the server (:mod:`agentfly_env.serve.server`) and the client env
-(:mod:`agentfly_env.remote`); it needs msgspec only. :func:`decode_message` never raises anything but
+(:mod:`agentfly_env.serve.remote`); it needs msgspec only. :func:`decode_message` never raises anything but
 :class:`ProtocolError`, whatever the bytes.
 
 Example:

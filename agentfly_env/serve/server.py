@@ -4,7 +4,7 @@
 messages, the HTTP routes on Starlette):
 
 * ``/ws``: one session per WebSocket, with one env of its own leased from an env pool
-  (:func:`~agentfly_env.distributed.make_env_pool`) for the whole connection and awaited through its
+  (:func:`~agentfly_env.resources.distributed.make_env_pool`) for the whole connection and awaited through its
   native ``areset``/``astep``, so thousands of sessions share one event loop and no thread.
 * ``POST /reset``, ``POST /step``, ``GET /state``: OpenEnv's stateless HTTP routes. Each leases an env
   for the one request; ``/step`` plays a one-step episode (a reset with the body's ``seed`` and
@@ -55,10 +55,10 @@ import gymnasium as gym
 import msgspec
 from gymnasium.envs.registration import load_env_creator
 
-from agentfly_env.core import AgentEnv, EnvStateError
-from agentfly_env.distributed import make_env_pool
+from agentfly_env.core.env import AgentEnv, EnvStateError
 from agentfly_env.extras import requires_extra
-from agentfly_env.pool import PoolClosedError, PoolTimeoutError, ResourcePool
+from agentfly_env.resources.distributed import make_env_pool
+from agentfly_env.resources.pool import PoolClosedError, PoolTimeoutError, ResourcePool
 from agentfly_env.serve.mcp import ToolSession, answer
 from agentfly_env.serve.protocol import (
     Action,

@@ -34,11 +34,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from agentfly_env.aio import run_sync
-from agentfly_env.core import AgentEnv
-from agentfly_env.distributed import make_env_pool
-from agentfly_env.files import atomic_path
-from agentfly_env.recording import TrajectoryWriter
+from agentfly_env.core.aio import run_sync
+from agentfly_env.core.env import AgentEnv
+from agentfly_env.core.recording import TrajectoryWriter
+from agentfly_env.resources.distributed import make_env_pool
+from agentfly_env.resources.files import atomic_path
 from agentfly_train import algorithms
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config

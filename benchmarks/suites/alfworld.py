@@ -29,7 +29,7 @@ from rich.table import Table
 
 from agentfly_bench.measure import memory_mib, summarize
 from agentfly_env import run_sync
-from agentfly_env.pool import ResourceManager
+from agentfly_env.resources.pool import ResourceManager
 from agentfly_envs.alfworld import (
     ENGINE_POOL,
     ALFWorldEnv,

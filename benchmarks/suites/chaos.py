@@ -6,7 +6,7 @@ Two lanes play episodes at once, on loopback only:
   sandboxes), WebShop, ScienceWorld (JVMs), ALFWorld (TextWorld engine workers) and Search (its
   ``retrieve`` cached in a ``redis-server``), played by ``AgentFly/Remote-v0`` clients through a TCP
   relay in this process, so a connection can be cut under a live session;
-- **ray**: the Ray env pool (:func:`~agentfly_env.distributed.make_env_pool`, ``backend="ray"``) over
+- **ray**: the Ray env pool (:func:`~agentfly_env.resources.distributed.make_env_pool`, ``backend="ray"``) over
   Math and Code, in actors of a local Ray cluster.
 
 Every few seconds the driver kills one backend, the kinds in turn: a sandbox (``bwrap``), a JVM, an
@@ -26,8 +26,8 @@ What the run reports:
   reason, and one of the envs whose script always solves (Math, Code, Search) that ends unsolved
   without one is counted as a *silent* failure: a broken backend scored as the model's mistake;
 - trajectories: every episode that started is written with the project's
-  :class:`~agentfly_env.recording.TrajectoryWriter` (fsynced), then the file is read back with
-  :func:`~agentfly_env.recording.read_trajectories` (typed, validating) and each record compared with
+  :class:`~agentfly_env.core.recording.TrajectoryWriter` (fsynced), then the file is read back with
+  :func:`~agentfly_env.core.recording.read_trajectories` (typed, validating) and each record compared with
   what was written: *lost* (written, not found) and *corrupted* (damaged, or not what was written);
 - leaks: every process that ran below this one (noted as they appear, so the orphans of a killed
   server count too) still running once everything was shut down, the processes left unreaped
@@ -67,11 +67,11 @@ from rich.console import Console
 from rich.table import Table
 
 from agentfly_bench.measure import descendants
-from agentfly_bench.redis_server import RedisServer, free_port
-from agentfly_env.parsing import get_parser
-from agentfly_env.pool import ResourceBrokenError
-from agentfly_env.recording import TrajectoryWriter, read_trajectories
-from agentfly_env.types import ToolCall, Trajectory
+from agentfly_env.core.recording import TrajectoryWriter, read_trajectories
+from agentfly_env.core.types import ToolCall, Trajectory
+from agentfly_env.resources.pool import ResourceBrokenError
+from agentfly_env.resources.redis_server import RedisServer, free_port
+from agentfly_env.tools.parsing import get_parser
 
 DESCRIPTION = (
     "chaos soak: Math/Code/WebShop/ScienceWorld/ALFWorld/Search episodes through agentfly-serve and the Ray pool "
@@ -149,8 +149,8 @@ def failure_reason(trajectory: Trajectory) -> tuple[str, str] | None:
     """Why a finished episode counts as failed, and the details (None: it ended on its own terms).
 
     Example:
-        >>> from agentfly_env.types import Step
-        >>> cut = Step("a", "o", 0.0, terminated=False, truncated=True, truncation_reason="engine_failed: exit -9")
+        >>> from agentfly_env.core.types import Step
+        >>> cut = Step(action="a", observation="o", reward=0.0, terminated=False, truncated=True, truncation_reason="engine_failed: exit -9")
         >>> failure_reason(Trajectory("AgentFly/ALFWorld-v0", "obs", steps=[cut]))
         ('truncated: engine_failed', 'engine_failed: exit -9')
     """
@@ -700,7 +700,7 @@ async def _soak(config: Config) -> dict[str, Any]:
             relay = Relay(server.port)
             await relay.start()
         if "ray" in config.lanes:
-            from agentfly_env.distributed import make_env_pool
+            from agentfly_env.resources.distributed import make_env_pool
 
             ray_envs = [dict(SERVE_ENVS[name]) for name in RAY_ENVS]
             pool = make_env_pool(

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentfly_bench.measure import descendants, memory_mib, proc_kib, summarize
-from agentfly_env.pool import ResourceManager
+from agentfly_env.resources.pool import ResourceManager
 from agentfly_envs.code import (
     SANDBOX_POOL,
     HumanEvalTasks,

@@ -1,7 +1,7 @@
 """``agentfly-bench --suite ray_pool``: what running envs in Ray actors costs, against envs in this process.
 
 AgentFly/Math-v0 episodes (a calculator call on the task's expression, then the answer: the env does
-real work on every step) through :func:`~agentfly_env.distributed.make_env_pool` with the ``local``
+real work on every step) through :func:`~agentfly_env.resources.distributed.make_env_pool` with the ``local``
 and the ``ray`` backend, same pool size, same machine, same run:
 
 - **episodes/s** with several episodes in flight per env (the pool's queue stays full), and the ratio
@@ -28,10 +28,10 @@ from rich.console import Console
 from rich.table import Table
 
 from agentfly_bench.measure import summarize
-from agentfly_env.distributed import EnvHandle, make_env_pool
-from agentfly_env.parsing import get_parser
-from agentfly_env.pool import ResourcePool
-from agentfly_env.types import ToolCall
+from agentfly_env.core.types import ToolCall
+from agentfly_env.resources.distributed import EnvHandle, make_env_pool
+from agentfly_env.resources.pool import ResourcePool
+from agentfly_env.tools.parsing import get_parser
 
 DESCRIPTION = "Env pool on Ray actors vs in-process: episodes/s, per-step overhead (p50), start-up, on Math-v0"
 

@@ -38,8 +38,8 @@ from rich.console import Console
 from rich.table import Table
 
 from agentfly_bench.measure import proc_kib, summarize
-from agentfly_env.pool import ResourceManager
-from agentfly_env.types import ToolCall
+from agentfly_env.core.types import ToolCall
+from agentfly_env.resources.pool import ResourceManager
 from agentfly_envs.scienceworld import ENGINE_POOL, JvmConfig, ScienceWorldEngine, ScienceWorldEnv, task_names
 
 DESCRIPTION = "ScienceWorld: fast step vs stock ScienceWorldEnv.step per JVM, pools of 1/2/4 JVMs, JVM start and memory"

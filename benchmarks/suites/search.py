@@ -31,8 +31,8 @@ from rich.table import Table
 
 from agentfly_bench.measure import summarize
 from agentfly_env import AgentVectorEnv, run_sync
-from agentfly_env.cache import Cache, RedisCache, SQLiteCache
-from agentfly_env.types import ToolCall
+from agentfly_env.core.types import ToolCall
+from agentfly_env.tools.cache import Cache, RedisCache, SQLiteCache
 from agentfly_envs.search import SearchEnv
 from agentfly_envs.search.corpus import CorpusFile, write_corpus
 from agentfly_envs.search.generate import Encyclopedia

@@ -39,7 +39,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from agentfly_env.core import AgentEnv, Transition
+from agentfly_env.core.env import AgentEnv
+from agentfly_env.core.types import Step
 from agentfly_env.registration import register
 
 DESCRIPTION = "session density of agentfly-serve vs OpenEnv's own server (1-s sleeping env, OpenEnv's method)"
@@ -65,9 +66,9 @@ class SleepEnv(AgentEnv):
     async def _reset(self, seed: int | None, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return "Say something.", {}
 
-    async def _step(self, action: str) -> Transition:
+    async def _step(self, action: str) -> tuple[Step, dict[str, Any]]:
         await asyncio.sleep(self.wait)
-        return Transition(f"You said: {action}", reward=1.0, terminated=action == "bye")
+        return Step(observation=f"You said: {action}", reward=1.0, terminated=action == "bye"), {}
 
 
 register(SLEEP_ID, f"{__name__}:SleepEnv")

@@ -149,8 +149,8 @@ def _rollout(generators: dict[str, Any], chat: Any, quick: bool) -> dict[str, An
     import gymnasium as gym
 
     import agentfly_env  # noqa: F401 - registers the ids
-    from agentfly_env.aio import run_sync
-    from agentfly_env.distributed import make_env_pool
+    from agentfly_env.core.aio import run_sync
+    from agentfly_env.resources.distributed import make_env_pool
     from agentfly_train.config import RolloutConfig
     from agentfly_train.rollout import Rollout
 

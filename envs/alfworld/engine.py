@@ -43,7 +43,7 @@ from typing import Any
 
 import msgspec
 
-from agentfly_env.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
+from agentfly_env.resources.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
 
 __all__ = ["DEFAULT_POOL_CONFIG", "ENGINE_POOL", "Engine", "EngineError", "GameState", "engine_pool"]
 

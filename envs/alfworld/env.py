@@ -5,7 +5,7 @@ The model acts with the ``act`` tool (one game command, such as ``go to fridge 1
 task. The reward is ALFWorld's win signal: 1 on the step that completes the task, which ends the
 episode; a final ``<answer>`` ends it too (giving up), scored 1 only if the task is done. Commands the
 game does not know get its own answer, "Nothing happens.", and are counted in
-``info["errors"]["invalid_command"]``. Each step's info also has ``won`` and the
+``info["step"].errors["invalid_command"]``. Each step's info also has ``won`` and the
 ``admissible_commands`` (as does the reset info, with the task: its game file, type and targets).
 
 ``action_mode="text"`` plays as ALFWorld's own ``step`` does: the whole turn is one game command
@@ -14,7 +14,7 @@ game does not know get its own answer, "Nothing happens.", and are counted in
 send several commands.
 
 A game engine is leased from the pool for the whole episode. One that dies or misses its deadline
-ends the episode as truncated (``info["truncation_reason"]`` says why) and is replaced for the next.
+ends the episode as truncated (``info["step"].truncation_reason`` says why) and is replaced for the next.
 
 ``expert_action()`` replays the game's walkthrough while the episode follows it and otherwise asks
 :func:`~agentfly_envs.alfworld.expert.next_command`, which finishes the task from any state.
@@ -37,14 +37,14 @@ import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from agentfly_env.parsing import CommandParser
-from agentfly_env.pool import Lease
-from agentfly_env.rewards import RewardResult, reward
-from agentfly_env.spaces import ToolCallSpace, ToolSpec
-from agentfly_env.tool_env import ToolEnv
-from agentfly_env.tools import tool
-from agentfly_env.turn import TurnReport
-from agentfly_env.types import ToolCall
+from agentfly_env.core.spaces import ToolCallSpace, ToolSpec
+from agentfly_env.core.types import ToolCall
+from agentfly_env.resources.pool import Lease
+from agentfly_env.tools.parsing import CommandParser
+from agentfly_env.tools.rewards import RewardResult, reward
+from agentfly_env.tools.tool import tool
+from agentfly_env.tools.tool_env import ToolEnv
+from agentfly_env.tools.turn import TurnReport
 from agentfly_envs.alfworld.engine import (
     ENGINE_POOL,
     Engine,
@@ -105,7 +105,7 @@ class ALFWorldEnv(ToolEnv):
         action_mode: ``"tools"`` (default): ``act`` and ``admissible_commands`` calls, several a turn if
             the model likes, and a final answer to give up; ``"text"``: the turn is one game command, as
             in ALFWorld itself (``parser`` does not apply).
-        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns``, default 50, ALFWorld's
+        **kwargs: Passed to :class:`~agentfly_env.tools.tool_env.ToolEnv` (``max_turns``, default 50, ALFWorld's
             step budget; ``parser``, ``resources``, ...).
     """
 

@@ -39,8 +39,8 @@ from typing import Any
 
 import alfworld.gen.constants as alfred
 
-from agentfly_env.files import atomic_path
-from agentfly_env.tasks import TaskSource
+from agentfly_env.core.tasks import TaskSource
+from agentfly_env.resources.files import atomic_path
 from agentfly_envs.alfworld.engine import Engine
 from agentfly_envs.alfworld.generator import (
     GENERATOR_VERSION,
@@ -90,13 +90,9 @@ def _check_task_types(task_types: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def cache_root() -> Path:
-    """Where generated games live unless the env is told: the first of ``$AGENTFLY_ALFWORLD_CACHE_DIR``,
-    ``$AGENTFLY_CACHE_DIR/alfworld``, ``$XDG_CACHE_HOME/agentfly/alfworld`` and ``~/.cache/agentfly/alfworld``."""
-    if os.environ.get("AGENTFLY_ALFWORLD_CACHE_DIR"):
-        return Path(os.environ["AGENTFLY_ALFWORLD_CACHE_DIR"])
-    if os.environ.get("AGENTFLY_CACHE_DIR"):
-        return Path(os.environ["AGENTFLY_CACHE_DIR"]) / "alfworld"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentfly" / "alfworld"
+    """Where generated games live unless the env is told: ``$AGENTFLY_ALFWORLD_CACHE_DIR``, else the
+    ``alfworld`` folder of the AgentFly cache (see :func:`~agentfly_env.resources.cache_dir.cache_dir`)."""
+    return cache_dir("alfworld", "AGENTFLY_ALFWORLD_CACHE_DIR")
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -2,7 +2,7 @@
 
 * :mod:`~agentfly_envs.code.sandbox`: :class:`Sandbox`, one jailed worker, and its :class:`SandboxConfig`;
   :mod:`~agentfly_envs.code.worker` is the program inside (a supervisor forking fresh sessions).
-* :mod:`~agentfly_envs.code.pool`: sandboxes in a :class:`~agentfly_env.pool.ResourcePool`.
+* :mod:`~agentfly_envs.code.pool`: sandboxes in a :class:`~agentfly_env.resources.pool.ResourcePool`.
 * :mod:`~agentfly_envs.code.interpreter`: the stateful ``code_interpreter`` tool (Math-v0 offers it too).
 * :mod:`~agentfly_envs.code.tasks` and :mod:`~agentfly_envs.code.grading`: problems and their tests,
   split so the reward is the fraction passed.

@@ -6,7 +6,7 @@ The agent reads a problem (HumanEval's 164 by default, or the user's own), runs 
 solution passes, run in a fresh session of the episode's sandbox; ``info["reward_details"]`` lists
 each failed test and why it failed. An answer that cannot be graded because its sandbox died (killed
 from outside, the host out of memory) or none could be had is not scored 0, as a wrong one is: the
-episode is truncated (``info["truncation_reason"] == "sandbox_failure"``, the cause in
+episode is truncated (``info["step"].truncation_reason == "sandbox_failure"``, the cause in
 ``info["grading_error"]``), as other envs cut an episode whose backend died.
 
 Example:
@@ -23,12 +23,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentfly_env.pool import default_manager
-from agentfly_env.rewards import RewardResult, reward
-from agentfly_env.tasks import TaskSource
-from agentfly_env.tool_env import ToolEnv
-from agentfly_env.turn import TurnReport
-from agentfly_env.types import ToolCall
+from agentfly_env.core.tasks import TaskSource
+from agentfly_env.core.types import ToolCall
+from agentfly_env.resources.pool import default_manager
+from agentfly_env.tools.rewards import RewardResult, reward
+from agentfly_env.tools.tool_env import ToolEnv
+from agentfly_env.tools.turn import TurnReport
 from agentfly_envs.code.grading import grade
 from agentfly_envs.code.interpreter import code_interpreter_tool
 from agentfly_envs.code.pool import SANDBOX_POOL
@@ -73,7 +73,7 @@ class CodeEnv(ToolEnv):
 
     Args:
         tasks: ``"humaneval"`` (the 164 HumanEval problems), a path to a JSONL file of tasks (see
-            :mod:`agentfly_envs.code.tasks`), or any :class:`~agentfly_env.tasks.TaskSource`.
+            :mod:`agentfly_envs.code.tasks`), or any :class:`~agentfly_env.core.tasks.TaskSource`.
         sandbox: The sandbox's options: a :class:`~agentfly_envs.code.sandbox.SandboxConfig` or a dict
             of its fields (``timeout_s``, ``memory_mb``, ``if_missing``, ...).
         pool: Name of the sandbox pool in the resource manager; envs with the same manager and pool
@@ -85,7 +85,7 @@ class CodeEnv(ToolEnv):
             (a solution calling ``os.getcwd``, ``subprocess.Popen``, ... fails); off: the sandbox alone.
         grading_timeout_s: Time limit of grading as a whole; past it the sandbox is killed and the
             reward is 0.
-        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns`` (default 8),
+        **kwargs: Passed to :class:`~agentfly_env.tools.tool_env.ToolEnv` (``max_turns`` (default 8),
             ``parser``, ``resources``, ...).
 
     Raises:

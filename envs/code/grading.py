@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentfly_env.rewards import RewardResult
+from agentfly_env.tools.rewards import RewardResult
 from agentfly_envs.code.sandbox import Sandbox, SandboxDied, SandboxError
 
 __all__ = ["Grade", "GradingPlan", "GradingStep", "grade", "plan_tests", "solution_program"]

@@ -13,7 +13,7 @@ code. When things go wrong it is told so plainly, and the episode goes on:
 * the sandbox itself died: a ``resource_broken`` error, handled the same way.
 
 Example:
-    >>> from agentfly_env.pool import ResourceManager
+    >>> from agentfly_env.resources.pool import ResourceManager
     >>> tool = code_interpreter_tool(ResourceManager(), {"timeout_s": 5})
     >>> tool.name, tool.resource, tool.timeout_s, tool.parameters["required"]
     ('code_interpreter', 'code_sandbox', 5.0, ['code'])
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfly_env.pool import ResourceManager
-from agentfly_env.tools import Tool
+from agentfly_env.resources.pool import ResourceManager
+from agentfly_env.tools.tool import Tool
 from agentfly_envs.code.pool import SANDBOX_POOL, sandbox_pool
 from agentfly_envs.code.sandbox import Sandbox, SandboxConfig
 

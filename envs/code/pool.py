@@ -1,4 +1,4 @@
-"""Sandboxes in a :class:`~agentfly_env.pool.ResourcePool`: pre-warmed, reset between episodes, replaced when broken.
+"""Sandboxes in a :class:`~agentfly_env.resources.pool.ResourcePool`: pre-warmed, reset between episodes, replaced when broken.
 
 The pool's hooks manage the worker process: ``create`` starts a sandbox, ``reset`` gives it a fresh
 session (a fork inside the sandbox, a few milliseconds) before it serves the next episode, ``check``
@@ -7,7 +7,7 @@ released as broken (by the env) and destroyed; the next lease creates a new one.
 
 Example:
     >>> import asyncio
-    >>> from agentfly_env.pool import ResourceManager
+    >>> from agentfly_env.resources.pool import ResourceManager
     >>> async def demo() -> list[str]:
     ...     async with ResourceManager({SANDBOX_POOL: {"size": 2, "prewarm": 1}}) as manager:
     ...         pool = sandbox_pool(manager)
@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import operator
 
-from agentfly_env.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
+from agentfly_env.resources.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
 from agentfly_envs.code.sandbox import Sandbox, SandboxConfig
 
 __all__ = ["DEFAULT_POOL_CONFIG", "SANDBOX_POOL", "sandbox_pool", "sandbox_spec"]

@@ -77,7 +77,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentfly_env.pool import ResourceBrokenError
+from agentfly_env.resources.pool import ResourceBrokenError
 from agentfly_envs.code.worker import HEADER, encode_frame
 
 __all__ = [

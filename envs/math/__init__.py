@@ -1,6 +1,6 @@
 """``AgentFly/Math-v0``: procedurally generated reasoning tasks with a calculator tool.
 
-Tasks come from `reasoning-gym <https://pypi.org/project/reasoning-gym/>`_, which runs offline and
+Tasks come from `reasoning-gym <https://github.com/open-thought/reasoning-gym>`_, which runs offline and
 ships 100+ generators (arithmetic, algebra, countdown, logic, ...) each with its own answer scorer.
 Every one of them is reachable through the ``dataset`` option; ``difficulty`` picks the generator's
 curriculum level. The reward is the generator's own scorer on the final ``<answer>``.
@@ -20,13 +20,13 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from agentfly_env.core.tasks import TaskSource
+from agentfly_env.core.types import ToolCall
 from agentfly_env.extras import requires_extra
-from agentfly_env.pool import default_manager
-from agentfly_env.rewards import RewardResult, reward
-from agentfly_env.tasks import TaskSource
-from agentfly_env.tool_env import ToolEnv
-from agentfly_env.tools import tool
-from agentfly_env.types import ToolCall
+from agentfly_env.resources.pool import default_manager
+from agentfly_env.tools.rewards import RewardResult, reward
+from agentfly_env.tools.tool import tool
+from agentfly_env.tools.tool_env import ToolEnv
 from agentfly_envs.math.calculator import CalculatorError, evaluate
 
 with requires_extra("math", "reasoning_gym", feature="AgentFly/Math-v0"):
@@ -150,7 +150,7 @@ class MathEnv(ToolEnv):
         tools: Names of the tools to offer: ``"calculator"`` and/or ``"code_interpreter"`` (a stateful,
             sandboxed Python session, like the code agent of the AgentFly paper; it needs bubblewrap).
         sandbox: Options of the Python tool's sandbox (see :class:`~agentfly_envs.code.SandboxConfig`).
-        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns``, ``parser``, ...).
+        **kwargs: Passed to :class:`~agentfly_env.tools.tool_env.ToolEnv` (``max_turns``, ``parser``, ...).
     """
 
     AVAILABLE_TOOLS = ("calculator", "code_interpreter")

@@ -6,7 +6,7 @@ test conductivity, ...). The package ships its Scala simulator as a JAR that run
 
 * :mod:`~agentfly_envs.scienceworld.engine`: one simulator JVM, started with a bounded heap and pinned
   hash codes, stepped through the fast path (no valid-action list per step), with deadlines.
-* :mod:`~agentfly_envs.scienceworld.pool`: those JVMs in a :class:`~agentfly_env.pool.ResourcePool`.
+* :mod:`~agentfly_envs.scienceworld.pool`: those JVMs in a :class:`~agentfly_env.resources.pool.ResourcePool`.
 * :mod:`~agentfly_envs.scienceworld.tasks`: the 30 task types, 7,207 variations and their
   train/dev/test splits, as a task source.
 * :mod:`~agentfly_envs.scienceworld.env`: the env, its tools, its reward and its expert.

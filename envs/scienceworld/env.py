@@ -18,7 +18,7 @@ whole way to 1.0 for a completed task, part of it for an unfinished one, and dow
 (a wrong ``focus``), so the turn that fails the task gives back what was earned. ``info`` carries
 ``score`` (the raw score, negative once failed), ``moves``, and, on the last turn, ``final_score``
 (the final progress, 0..1). The episode terminates when the
-task is completed (``info["success"]`` is True) or failed, or when the model writes a final answer (it
+task is completed (``info["step"].success`` is True) or failed, or when the model writes a final answer (it
 stops where it stands); it is truncated at ``max_turns``, or when the JVM dies or hangs
 (``truncation_reason == "engine_failure"``, the cause in ``info["engine_error"]``); the next episode
 gets a fresh JVM.
@@ -43,14 +43,13 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
-from agentfly_env.aio import run_sync
-from agentfly_env.core import Transition
-from agentfly_env.parsing import CommandParser
-from agentfly_env.rewards import RewardResult, reward
-from agentfly_env.tool_env import ToolEnv
-from agentfly_env.tools import tool
-from agentfly_env.turn import TurnReport
-from agentfly_env.types import ParseResult, ToolCall, ToolResult
+from agentfly_env.core.aio import run_sync
+from agentfly_env.core.types import ParseResult, Step, ToolCall, ToolResult
+from agentfly_env.tools.parsing import CommandParser
+from agentfly_env.tools.rewards import RewardResult, reward
+from agentfly_env.tools.tool import tool
+from agentfly_env.tools.tool_env import ToolEnv
+from agentfly_env.tools.turn import TurnReport
 from agentfly_envs.scienceworld.engine import EngineFailure, GameState, JvmConfig, Loaded, ScienceWorldEngine
 from agentfly_envs.scienceworld.pool import ENGINE_POOL, engine_pool
 from agentfly_envs.scienceworld.tasks import ScienceWorldTasks, Split
@@ -81,7 +80,7 @@ TEXT_SYSTEM_PROMPT = (
 #: The stock env's ``envStepLimit``: the text mode's budget of simulator moves.
 STEP_LIMIT = 100
 
-#: The simulator's answer to a command it cannot parse (counted as ``unknown_command`` in ``info["errors"]``).
+#: The simulator's answer to a command it cannot parse (counted as ``unknown_command`` in ``info["step"].errors``).
 UNKNOWN_COMMAND = "No known action matches that input."
 
 _WHITESPACE = re.compile(r"\s+")
@@ -177,7 +176,7 @@ class ScienceWorldEnv(ToolEnv):
             ``parser`` do not apply).
         env_step_limit: Truncate the episode once the simulator's move count exceeds this, as the stock
             env's ``envStepLimit`` ends it; default 100 (the stock default) in text mode, none in tool mode.
-        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns`` default 50 in tool
+        **kwargs: Passed to :class:`~agentfly_env.tools.tool_env.ToolEnv` (``max_turns`` default 50 in tool
             mode, 100 in text mode, where it only stops free actions played forever; ``parser``,
             ``resources``, ``lease_timeout_s`` default 600, ...).
     """
@@ -318,14 +317,12 @@ class ScienceWorldEnv(ToolEnv):
         if turn.ends:
             turn.info["final_score"] = self.state.progress
 
-    async def _transition(
-        self, observation: str, parsed: ParseResult, results: list[ToolResult], turn: TurnReport
-    ) -> Transition:
-        transition = await super()._transition(observation, parsed, results, turn)
+    async def _record(self, observation: str, parsed: ParseResult, results: list[ToolResult], turn: TurnReport) -> Step:
+        step = await super()._record(observation, parsed, results, turn)
         limit, state = self.env_step_limit, self.state
-        if limit is not None and state is not None and state.moves > limit and not transition.terminated:
-            transition.truncation_reason = transition.truncation_reason or "step_limit"
-        return transition
+        if limit is not None and state is not None and state.moves > limit and not step.terminated:
+            step.truncation_reason = step.truncation_reason or "step_limit"
+        return step
 
     def _over(self) -> bool:
         return self.state is not None and (self.state.completed or self.state.failed)

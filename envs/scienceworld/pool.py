@@ -1,4 +1,4 @@
-"""Simulator JVMs in a :class:`~agentfly_env.pool.ResourcePool`: pre-warmed in parallel, checked, recycled.
+"""Simulator JVMs in a :class:`~agentfly_env.resources.pool.ResourcePool`: pre-warmed in parallel, checked, recycled.
 
 The pool's hooks manage the JVMs: ``create`` starts one (a few seconds; ``prewarm`` starts several in
 parallel), ``check`` makes sure a reused one still runs and answers, ``destroy`` kills and reaps it.
@@ -7,7 +7,7 @@ released as broken and destroyed, and the next lease starts a new one; ``max_use
 after that many episodes so a slow leak in the simulator cannot grow without bound.
 
 Example:
-    >>> from agentfly_env.pool import ResourceManager
+    >>> from agentfly_env.resources.pool import ResourceManager
     >>> manager = ResourceManager({ENGINE_POOL: {"size": 2, "prewarm": 2}})
     >>> pool = engine_pool(manager, JvmConfig(heap_mb=256))
     >>> pool.config.size, pool.config.max_uses
@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import os
 
-from agentfly_env.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
+from agentfly_env.resources.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
 from agentfly_envs.scienceworld.engine import JvmConfig, ScienceWorldEngine
 
 __all__ = ["DEFAULT_POOL_CONFIG", "ENGINE_POOL", "engine_pool", "engine_spec"]

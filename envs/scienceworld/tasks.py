@@ -32,7 +32,7 @@ import numpy as np
 from scienceworld.constants import TASKS
 from scienceworld.utils import infer_task
 
-from agentfly_env.tasks import TaskSource
+from agentfly_env.core.tasks import TaskSource
 
 __all__ = [
     "SIMPLIFICATIONS",

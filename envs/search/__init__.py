@@ -18,7 +18,7 @@ Example:
     ...     obs, reward, terminated, truncated, info = env.step(env.unwrapped.expert_action())
     ...     if terminated or truncated:
     ...         break
-    >>> reward, info["reward_components"]
+    >>> reward, info["step"].reward_components
     (1.0, {'em': 1.0, 'f1': 1.0})
 """
 

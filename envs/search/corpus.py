@@ -30,7 +30,7 @@ from typing import IO
 
 import msgspec
 
-from agentfly_env.files import atomic_path
+from agentfly_env.resources.files import atomic_path
 
 __all__ = [
     "CorpusFile",

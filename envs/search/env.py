@@ -2,7 +2,7 @@
 
 The model calls ``retrieve`` (and optionally ``web_search``) as often as it needs, then answers in
 ``<answer>...</answer>``. The reward is exact match (or F1) after SQuAD normalisation against any
-golden answer; both are in ``info["reward_components"]``. Tool results are cached (memory by default,
+golden answer; both are in ``info["step"].reward_components``. Tool results are cached (memory by default,
 Redis or SQLite through ``cache=``); each step's ``info["cache"]`` has the step's hits and misses and
 the cache's running totals, including Redis fallbacks.
 
@@ -31,12 +31,11 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentfly_env.cache import Cache, MemoryCache, cache_key, make_cache
-from agentfly_env.core import Transition
-from agentfly_env.rewards import RewardResult, reward
-from agentfly_env.tasks import ListTasks
-from agentfly_env.tool_env import ToolEnv
-from agentfly_env.types import ToolCall
+from agentfly_env.core.tasks import ListTasks
+from agentfly_env.core.types import Step, ToolCall
+from agentfly_env.tools.cache import Cache, MemoryCache, cache_key, make_cache
+from agentfly_env.tools.rewards import RewardResult, reward
+from agentfly_env.tools.tool_env import ToolEnv
 from agentfly_envs.search.answers import exact_match, f1_score, normalize_answer
 from agentfly_envs.search.corpus import CorpusFile, CorpusSource
 from agentfly_envs.search.generate import ATTRIBUTES, encyclopedia, hop_query, read_fact
@@ -99,11 +98,11 @@ class SearchEnv(ToolEnv):
         index_dir: Where indexes are built and shared (default ``$AGENTFLY_SEARCH_INDEX_DIR`` or
             ``~/.cache/agentfly/search``).
         progress: Show progress bars while building indexes (None: only on a terminal).
-        cache: Cache of tool results: a :class:`~agentfly_env.cache.Cache` (shared, not closed by the
+        cache: Cache of tool results: a :class:`~agentfly_env.tools.cache.Cache` (shared, not closed by the
             env), or a spec such as ``"redis://localhost:6379/0"`` (default: ``$AGENTFLY_CACHE``, else
             an in-process memory cache of this env, which a seeded reset starts afresh so that seeded
             episodes replay exactly). Entries are scoped by corpus, retriever and settings.
-        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns`` defaults to 6,
+        **kwargs: Passed to :class:`~agentfly_env.tools.tool_env.ToolEnv` (``max_turns`` defaults to 6,
             ``parser``, ``answer_mode``, ...).
     """
 
@@ -205,18 +204,18 @@ class SearchEnv(ToolEnv):
         }
         return observation, info
 
-    async def _step(self, action: str) -> Transition:
-        outcome = await super()._step(action)
+    async def _step(self, action: str) -> tuple[Step, dict[str, Any]]:
+        step, info = await super()._step(action)
         assert self.cache is not None
-        cached = [item for item in outcome.tool_results if item.name in self.tools]
+        cached = [item for item in step.tool_results if item.name in self.tools]
         hits = sum(item.cached for item in cached)
-        outcome.info["cache"] = {
+        info["cache"] = {
             "step_hits": hits,
             "step_misses": len(cached) - hits,
             **msgspec.to_builtins(self.cache.stats()),
             "degraded": self.cache.degraded,  # type: ignore[attr-defined]
         }
-        return outcome
+        return step, info
 
     async def _close(self) -> None:
         assert self.cache is not None

@@ -23,7 +23,7 @@ shares the same pages).
    not indexed (nor searched), and words are Porter-stemmed, as in Pyserini's default analyzer.
 7. *Atomic.* Everything is written into a temp dir beside the target and renamed into place after the
    last commit, with ``agentfly-index.json`` (counts, timing, fingerprint), by
-   :func:`agentfly_env.files.build_once`. Readers never see a partial index; a builder that died leaves
+   :func:`agentfly_env.resources.files.build_once`. Readers never see a partial index; a builder that died leaves
    a temp dir the next builder removes.
 
 The search suite of ``agentfly-bench`` measures build time, size and query latency at 100k and 1M
@@ -65,7 +65,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from agentfly_env.files import build_once
+from agentfly_env.resources.files import build_once
 from agentfly_envs.search.corpus import CorpusSource
 
 __all__ = [
@@ -238,7 +238,7 @@ def build_atomically(index_dir: Path, name: str, build: Callable[[Path], None]) 
     """
 
     def build_folder(scratch: Path) -> None:
-        # Temp dirs that builders before agentfly_env.files named `.building-*` and left when they died.
+        # Temp dirs that builders before agentfly_env.resources.files named `.building-*` and left when they died.
         for stale in index_dir.glob(f".{name}.building-*"):
             shutil.rmtree(stale, ignore_errors=True)
         scratch.mkdir()

@@ -7,7 +7,7 @@ wraps its cache in a :class:`ScopedCache` whose scope hashes all of that; envs w
 
 Example:
     >>> import asyncio
-    >>> from agentfly_env.cache import MemoryCache
+    >>> from agentfly_env.tools.cache import MemoryCache
     >>> async def demo():
     ...     shared = MemoryCache()
     ...     small, large = ScopedCache(shared, "top3"), ScopedCache(shared, "top10")
@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from agentfly_env.cache import Cache, CacheStats
+from agentfly_env.tools.cache import Cache, CacheStats
 
 __all__ = ["ScopedCache"]
 

@@ -2,7 +2,7 @@
 
 Each is built for one env's settings (top-k, passage length) and declared ``cache=True``: the env
 caches results by tool, arguments and its :class:`~agentfly_envs.search.scoped_cache.ScopedCache`
-scope (corpus, retriever, settings). Any :class:`~agentfly_env.tool_env.ToolEnv` can use them.
+scope (corpus, retriever, settings). Any :class:`~agentfly_env.tools.tool_env.ToolEnv` can use them.
 
 Example:
     >>> import asyncio, tempfile
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentfly_env.tools import Tool
+from agentfly_env.tools.tool import Tool
 from agentfly_envs.search.retrieval import Retriever, format_hits
 from agentfly_envs.search.web import SearchProvider, format_web_results
 

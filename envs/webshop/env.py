@@ -9,7 +9,7 @@ Clicking ``Buy Now`` ends the episode with the original reward. The same two act
   in any function-calling format (``parser=``, default ``hermes``).
 
 An action the current page does not offer changes nothing, scores 0 and shows the unchanged page, as the
-released text env does; it counts in ``info["errors"]["invalid_action"]`` (a turn that is not an action at
+released text env does; it counts in ``info["step"].errors["invalid_action"]`` (a turn that is not an action at
 all counts as a parse error). ``explain_invalid=True`` adds a line above the page saying what was wrong
 (the default in tools mode, which has no original to match). ``info["available_actions"]`` always lists
 what the page offers.
@@ -35,13 +35,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentfly_env.parsing import BracketParser, Parser
-from agentfly_env.rewards import Reward
-from agentfly_env.spaces import TextSpace, random_words
-from agentfly_env.tool_env import ToolEnv
-from agentfly_env.tools import tool
-from agentfly_env.turn import TurnReport
-from agentfly_env.types import ToolCall, ToolResult
+from agentfly_env.core.spaces import TextSpace, random_words
+from agentfly_env.core.types import ToolCall, ToolResult
+from agentfly_env.tools.parsing import BracketParser, Parser
+from agentfly_env.tools.rewards import Reward
+from agentfly_env.tools.tool import tool
+from agentfly_env.tools.tool_env import ToolEnv
+from agentfly_env.tools.turn import TurnReport
 from agentfly_envs.webshop.catalog import Catalog
 from agentfly_envs.webshop.data import Variant
 from agentfly_envs.webshop.goals import GoalTasks, Split
@@ -176,7 +176,7 @@ class WebShopEnv(ToolEnv):
         expert_query: What the scripted expert (:meth:`expert_action`) searches for: ``"instruction"`` (what
             the shopper is shown, so its demonstrations teach a model nothing it could not see) or
             ``"title"`` (the hidden target's title: the shortest path to it).
-        **kwargs: Passed to :class:`~agentfly_env.tool_env.ToolEnv` (``max_turns`` defaults to 15, the
+        **kwargs: Passed to :class:`~agentfly_env.tools.tool_env.ToolEnv` (``max_turns`` defaults to 15, the
             ReAct setting; ``max_observation_chars``, ...).
     """
 

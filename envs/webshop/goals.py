@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from agentfly_env.tasks import TaskSource
+from agentfly_env.core.tasks import TaskSource
 from agentfly_envs.webshop.products import DataError
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import tantivy
 
-from agentfly_env.files import atomic_path, file_lock, lock_beside, remove_leftovers
+from agentfly_env.resources.files import atomic_path, file_lock, lock_beside, remove_leftovers
 from agentfly_envs.webshop.catalog import Catalog
 from agentfly_envs.webshop.products import DUMMY_ATTRIBUTE, Product
 

@@ -47,7 +47,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentfly_env.rewards import RewardResult, reward
+from agentfly_env.tools.rewards import RewardResult, reward
 from agentfly_envs.webshop.nouns import NounExtractor
 from agentfly_envs.webshop.products import Product
 

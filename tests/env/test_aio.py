@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfly_env import aio
-from agentfly_env.aio import gather, run_sync
+from agentfly_env.core import aio
+from agentfly_env.core.aio import gather, run_sync
 
 variable: contextvars.ContextVar[str] = contextvars.ContextVar("variable", default="unset")
 

@@ -1,4 +1,4 @@
-"""Tests for agentfly_env.cache: the three backends, single-flight, keys, fallback and make_cache."""
+"""Tests for agentfly_env.tools.cache: the three backends, single-flight, keys, fallback and make_cache."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer, free_port
 
-from agentfly_env.cache import (
+from agentfly_env.tools.cache import (
     Cache,
     CacheFallbackWarning,
     MemoryCache,
@@ -240,7 +240,7 @@ async def test_sqlite_persists_across_instances(tmp_path: Path) -> None:
 
 SQLITE_CHILD = """
 import asyncio, sys
-from agentfly_env.cache import SQLiteCache
+from agentfly_env.tools.cache import SQLiteCache
 
 async def main():
     async with SQLiteCache(sys.argv[1]) as cache:
@@ -260,7 +260,7 @@ async def test_sqlite_is_shared_with_another_process(tmp_path: Path) -> None:
 
 SQLITE_WRITER = """
 import asyncio, sys
-from agentfly_env.cache import SQLiteCache
+from agentfly_env.tools.cache import SQLiteCache
 
 async def main():
     async with SQLiteCache(sys.argv[1]) as cache:
@@ -336,7 +336,7 @@ def test_cache_key_ignores_dict_order() -> None:
 def test_cache_key_is_stable_across_processes() -> None:
     # A different hash seed in the child: the key must not depend on Python's hash().
     child = run_python(
-        "from agentfly_env.cache import cache_key; import sys, json; "
+        "from agentfly_env.tools.cache import cache_key; import sys, json; "
         "print(cache_key('search', *json.loads(sys.argv[1])))",
         '["capital of France", {"filters": {"year": [2020, 2021], "lang": "en"}, "k": 3}, 1.5, null, true]',
         env={"PYTHONHASHSEED": "12345"},
@@ -391,7 +391,7 @@ async def test_redis_stores_under_prefix_with_ttl(redis_server: RedisServer) -> 
 
 REDIS_CHILD = """
 import asyncio, sys
-from agentfly_env.cache import RedisCache
+from agentfly_env.tools.cache import RedisCache
 
 async def main():
     async with RedisCache(sys.argv[1]) as cache:

@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from agentfly_env.aio import run_sync
-from agentfly_env.core import AgentEnv, EnvStateError, Transition
+from agentfly_env.core.aio import run_sync
+from agentfly_env.core.env import AgentEnv, EnvStateError
+from agentfly_env.core.types import Step
 
 
 class Counter(AgentEnv):
@@ -23,8 +24,8 @@ class Counter(AgentEnv):
 
     async def _step(self, action):
         if action == "die":
-            return Transition("backend gone", truncation_reason="backend_died")
-        return Transition(action * 3, reward=1.0, terminated=action == "stop")
+            return Step(observation="backend gone", reward=0.0, truncation_reason="backend_died"), {}
+        return Step(observation=action * 3, reward=1.0, terminated=action == "stop"), {}
 
     async def _end_episode(self):
         self.ended_episodes += 1
@@ -39,7 +40,7 @@ def test_step_before_reset_and_after_the_end_raise_clear_errors():
         env.step("x")
     env.reset(seed=0)
     _, reward, terminated, truncated, info = env.step("stop")
-    assert (reward, terminated, truncated, info["truncation_reason"]) == (1.0, True, False, None)
+    assert (reward, terminated, truncated, info["step"].truncation_reason) == (1.0, True, False, None)
     with pytest.raises(EnvStateError, match="ended; call reset"):
         env.step("again")
     with pytest.raises(TypeError, match="must be the model's text"):
@@ -52,7 +53,7 @@ def test_turn_budget_truncates_with_the_reason():
     env.reset(seed=0)
     assert env.step("a")[3] is False
     _, _, terminated, truncated, info = env.step("b")
-    assert (terminated, truncated, info["truncation_reason"], info["turn"]) == (False, True, "max_turns", 2)
+    assert (terminated, truncated, info["step"].truncation_reason, info["turn"]) == (False, True, "max_turns", 2)
     assert env.ended_episodes == 1
 
 
@@ -60,7 +61,7 @@ def test_backend_truncation_reason_reaches_info_and_record():
     env = Counter()
     env.reset(seed=0)
     _, _, terminated, truncated, info = env.step("die")
-    assert (terminated, truncated, info["truncation_reason"]) == (False, True, "backend_died")
+    assert (terminated, truncated, info["step"].truncation_reason) == (False, True, "backend_died")
     assert env.trajectory.steps[-1].truncation_reason == "backend_died"
 
 

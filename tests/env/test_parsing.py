@@ -1,4 +1,4 @@
-"""Tests for agentfly_env.parsing: shapes per format, round trips, robustness, limits and speed."""
+"""Tests for agentfly_env.tools.parsing: shapes per format, round trips, robustness, limits and speed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfly_env.parsing import (
+from agentfly_env.core.types import ParseResult, ToolCall
+from agentfly_env.tools.parsing import (
     PARSERS,
     SNIPPET_LIMIT,
     BracketParser,
@@ -23,7 +24,6 @@ from agentfly_env.parsing import (
     find_json_object_spans,
     get_parser,
 )
-from agentfly_env.types import ParseResult, ToolCall
 
 ALL_PARSERS: list[Parser] = [
     HermesParser(),

@@ -1,4 +1,4 @@
-"""Tests for agentfly_env.pool: bounds, fairness, reuse hooks, failure handling and a stress run."""
+"""Tests for agentfly_env.resources.pool: bounds, fairness, reuse hooks, failure handling and a stress run."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from agentfly_env.pool import (
+from agentfly_env.resources.pool import (
     PoolClosedError,
     PoolConfig,
     PoolStats,

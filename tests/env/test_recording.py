@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from agentfly_env.recording import RecordingError, TrajectoryWriter, read_trajectories
-from agentfly_env.types import Step, ToolCall, ToolResult, Trajectory
+from agentfly_env.core.recording import RecordingError, TrajectoryWriter, read_trajectories
+from agentfly_env.core.types import Step, ToolCall, ToolResult, Trajectory
 
 
 def trajectory(n: int) -> Trajectory:
@@ -37,8 +37,8 @@ def test_a_process_killed_mid_run_loses_nothing_it_wrote(tmp_path):
     path = tmp_path / "t.jsonl"
     script = f"""
 import os
-from agentfly_env.recording import TrajectoryWriter
-from agentfly_env.types import Trajectory
+from agentfly_env.core.recording import TrajectoryWriter
+from agentfly_env.core.types import Trajectory
 writer = TrajectoryWriter({str(path)!r})
 for n in range(5):
     writer.write(Trajectory(env_id="AgentFly/Math-v0", observation=f"task {{n}}", seed=n))

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agentfly_env.rewards import RewardResult, reward
+from agentfly_env.tools.rewards import RewardResult, reward
 
 
 async def test_arguments_are_injected_by_name():

@@ -70,19 +70,19 @@ def test_tool_call_then_answer_ends_with_reward_components():
     env.reset(seed=0)
     observation, reward_value, terminated, truncated, info = env.step("Let me add. " + call("add", '{"a": 2, "b": 3}'))
     assert (observation, reward_value, terminated, truncated) == ("5", 0.0, False, False)
-    assert info["tool_calls"][0].name == "add" and info["tool_results"][0].output == "5"
-    assert info["errors"] == {}
+    assert info["step"].tool_calls[0].name == "add" and info["step"].tool_results[0].output == "5"
+    assert info["step"].errors == {}
     observation, reward_value, terminated, truncated, info = env.step("It is <answer> 5 </answer>")
     assert (reward_value, terminated, truncated) == (1.0, True, False)
-    assert info["success"] is True and info["answer"] == "5"
-    assert info["reward_components"] == {"correct": 1.0, "format": 1.0}
+    assert info["step"].success is True and info["answer"] == "5"
+    assert info["step"].reward_components == {"correct": 1.0, "format": 1.0}
 
 
 def test_wrong_answer_scores_zero_and_is_not_success():
     env = make_env()
     env.reset(seed=0)
     _, reward_value, terminated, _, info = env.step("<answer>6</answer>")
-    assert (reward_value, terminated, info["success"]) == (0.0, True, False)
+    assert (reward_value, terminated, info["step"].success) == (0.0, True, False)
 
 
 async def test_calls_in_one_turn_run_concurrently():
@@ -92,7 +92,7 @@ async def test_calls_in_one_turn_run_concurrently():
     observation, *_, info = await env.astep(call("wait", '{"seconds": 0.2}') * 3)
     assert time.perf_counter() - started < 0.45
     assert observation == "\n".join(["[wait] waited 0.2"] * 3)
-    assert len(info["tool_results"]) == 3
+    assert len(info["step"].tool_results) == 3
 
 
 def test_bad_turns_become_observations_and_counters():
@@ -100,16 +100,16 @@ def test_bad_turns_become_observations_and_counters():
     env.reset(seed=0)
     observation, _, _, _, info = env.step(call("multiply", '{"a": 1}'))
     assert "unknown tool `multiply`" in observation and "wait, add" in observation
-    assert info["errors"] == {"unknown_tool": 1}
+    assert info["step"].errors == {"unknown_tool": 1}
     observation, _, _, _, info = env.step(call("add", '{"a": "two", "b": 3}'))
-    assert "invalid arguments for `add`" in observation and info["errors"] == {"invalid_arguments": 1}
+    assert "invalid arguments for `add`" in observation and info["step"].errors == {"invalid_arguments": 1}
     observation, _, _, _, info = env.step('<tool_call>{"name": "add", "arguments": {"a": 1,</tool_call>')
-    assert observation.startswith("Error:") and info["errors"] == {"parse_error": 1}
+    assert observation.startswith("Error:") and info["step"].errors == {"parse_error": 1}
     observation, _, _, _, info = env.step("I am thinking out loud.")
-    assert "No tool call or final answer found" in observation and info["errors"] == {"no_action": 1}
+    assert "No tool call or final answer found" in observation and info["step"].errors == {"no_action": 1}
     observation, _, _, _, info = env.step(call("add", '{"a": 1, "b": 1}') * 10)
-    assert info["errors"] == {"too_many_calls": 1} and "only the first 8 were run" in observation
-    assert len(info["tool_results"]) == 8
+    assert info["step"].errors == {"too_many_calls": 1} and "only the first 8 were run" in observation
+    assert len(info["step"].tool_results) == 8
 
 
 def test_finish_tool_answer_mode():
@@ -137,8 +137,8 @@ def test_action_space_samples_plausible_calls_that_the_env_accepts():
         action = env.action_space.sample()
         assert action in env.action_space
         _, _, terminated, _, info = env.step(action)
-        kinds.add("answer" if terminated else info["tool_calls"][0].name)
-        assert "parse_error" not in info["errors"] and "unknown_tool" not in info["errors"]
+        kinds.add("answer" if terminated else info["step"].tool_calls[0].name)
+        assert "parse_error" not in info["step"].errors and "unknown_tool" not in info["step"].errors
         if terminated:
             env.reset()
     assert kinds == {"answer", "wait", "add"}
@@ -196,7 +196,7 @@ async def test_an_exhausted_pool_is_reported_to_the_model():
     env = ToolEnv(tools=[remember], tasks=TASKS, reward=graded, resources=manager, lease_timeout_s=0.05)
     await env.areset(seed=0)
     observation, _, _, _, info = await env.astep(call("remember", '{"value": "a"}'))
-    assert "`remember` is unavailable" in observation and info["errors"] == {"tool_error": 1}
+    assert "`remember` is unavailable" in observation and info["step"].errors == {"tool_error": 1}
     await holder.release()
     await manager.close()
 
@@ -213,8 +213,8 @@ async def test_cached_tools_hit_on_repeat():
 
     env = ToolEnv(tools=[lookup], tasks=TASKS, reward=graded)
     await env.areset(seed=0)
-    first = (await env.astep(call("lookup", '{"word": "hi"}')))[4]["tool_results"][0]
-    second = (await env.astep(call("lookup", '{"word": "hi"}')))[4]["tool_results"][0]
+    first = (await env.astep(call("lookup", '{"word": "hi"}')))[4]["step"].tool_results[0]
+    second = (await env.astep(call("lookup", '{"word": "hi"}')))[4]["step"].tool_results[0]
     assert (first.output, first.cached, second.output, second.cached) == ("HI", False, "HI", True)
     assert calls == 1
     assert env.stats()["cache"]["hits"] == 1
@@ -259,21 +259,21 @@ def test_a_tool_ends_the_episode_with_its_result_or_the_envs_reward():
     env.reset(seed=0)
     observation, reward, terminated, truncated, info = env.step(call("pay", '{"amount": 4}'))
     assert (observation, reward, terminated, truncated) == ("Paid 4.", 0.4, True, False)
-    assert info["reward_components"] == {"paid": 4.0} and not info["success"] and info["step"].terminated
+    assert info["step"].reward_components == {"paid": 4.0} and not info["step"].success and info["step"].terminated
     env.reset(seed=0)
     # No result given: the env's own reward scores the episode (no prediction: 0 here).
     _, reward, terminated, _, info = env.step(call("pay", '{"amount": 12}'))
-    assert (reward, terminated) == (0.0, True) and info["reward_components"] == {"correct": 0.0, "format": 1.0}
+    assert (reward, terminated) == (0.0, True) and info["step"].reward_components == {"correct": 0.0, "format": 1.0}
 
 
 def test_a_tool_counts_errors_and_truncates_without_reward():
     env = make_env_with(pay, crash)
     env.reset(seed=0)
     _, _, terminated, _, info = env.step(call("pay", '{"amount": 0}'))
-    assert not terminated and info["errors"] == {"nothing_paid": 1} and info["step"].errors == {"nothing_paid": 1}
+    assert not terminated and info["step"].errors == {"nothing_paid": 1} and info["step"].errors == {"nothing_paid": 1}
     observation, reward, terminated, truncated, info = env.step(call("pay", '{"amount": 5}') + call("crash"))
-    assert (reward, terminated, truncated) == (0.0, False, True) and not info["success"]
-    assert info["truncation_reason"] == "backend_died" and info["backend_error"] == "gone"
+    assert (reward, terminated, truncated) == (0.0, False, True) and not info["step"].success
+    assert info["step"].truncation_reason == "backend_died" and info["backend_error"] == "gone"
     assert "[crash] The backend died." in observation
 
 
@@ -284,7 +284,7 @@ def test_every_turn_can_be_scored():
     env.reset(seed=0)
     rewards = [env.step(call("add", '{"a": 1, "b": 2}'))[1] for _ in range(2)]
     *_, info = env.step("<answer>5</answer>")
-    assert rewards == [0.25, 0.5] and info["success"] and info["step"].reward_components == {"progress": 1.0}
+    assert rewards == [0.25, 0.5] and info["step"].success and info["step"].reward_components == {"progress": 1.0}
 
 
 def test_without_answers_only_a_tool_ends_the_episode():
@@ -292,7 +292,7 @@ def test_without_answers_only_a_tool_ends_the_episode():
     _, info = env.reset(seed=0)
     assert "<answer>" not in info["system_prompt"] and info["start"].system_prompt == info["system_prompt"]
     _, _, terminated, _, info = env.step("<answer>5</answer>")
-    assert not terminated and info["errors"] == {"no_action": 1}
+    assert not terminated and info["step"].errors == {"no_action": 1}
 
 
 def test_a_tool_that_reports_to_its_turn_cannot_be_cached():

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfly_env.text import truncate_text
-from agentfly_env.tools import Tool, parse_docstring, tool
+from agentfly_env.core.text import truncate_text
+from agentfly_env.tools.tool import Tool, parse_docstring, tool
 
 
 class Unit(enum.Enum):

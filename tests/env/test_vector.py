@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfly_env import AgentEnv, AgentVectorEnv, EnvStateError, ListTasks, ToolEnv, Transition, reward, tool
+from agentfly_env import AgentEnv, AgentVectorEnv, EnvStateError, ListTasks, Step, ToolEnv, reward, tool
 
 #: A registered id for ``AgentVectorEnv.make``: a small ToolEnv with a calculator, so the core's tests
 #: need no env of the suite.
@@ -136,7 +136,9 @@ class Scripted(AgentEnv):
         variable.set(f"env {self.index}")
         if outcome == "raise":
             raise ValueError(f"env {self.index}")
-        return Transition(f"{action} from {self.index}", reward=float(self.index), terminated=outcome == "end")
+        return Step(
+            observation=f"{action} from {self.index}", reward=float(self.index), terminated=outcome == "end"
+        ), {}
 
 
 variable: contextvars.ContextVar[str] = contextvars.ContextVar("vector_variable", default="caller")

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import agentfly_env  # noqa: F401
 from agentfly_env import run_sync
-from agentfly_env.pool import ResourceManager
+from agentfly_env.resources.pool import ResourceManager
 from agentfly_envs.alfworld import (
     ENGINE_POOL,
     ALFWorldEnv,
@@ -199,7 +199,7 @@ def test_admissible_commands_are_right_on_sample_states(make_env, task_type):
         assert set(admissible) == expected_commands(game, state), command
         assert admissible == sorted(admissible)
         observation, *_, step_info = env.step(act(command))
-        assert observation != "Nothing happens." and "invalid_command" not in step_info["errors"]
+        assert observation != "Nothing happens." and "invalid_command" not in step_info["step"].errors
         advance(game, state, command)
         admissible = step_info["admissible_commands"]
     assert step_info["won"]
@@ -227,11 +227,11 @@ def test_commands_the_game_does_not_know_get_nothing_happens(make_env):
     for command in (f"take nothing 9 from {receptacle}", "GO TO " + receptacle, "fly", "", "go to\nthe moon"):
         observation, reward, terminated, truncated, step_info = env.step(act(command))
         assert (observation, reward, terminated, truncated) == ("Nothing happens.", 0.0, False, False)
-        assert step_info["errors"] == {"invalid_command": 1} and step_info["admissible_commands"] == before
+        assert step_info["step"].errors == {"invalid_command": 1} and step_info["admissible_commands"] == before
     observation, *_, step_info = env.step("no tool call at all")
-    assert "No tool call" in observation and step_info["errors"] == {"no_action": 1}
+    assert "No tool call" in observation and step_info["step"].errors == {"no_action": 1}
     observation, *_, step_info = env.step('<tool_call>{"name": "act", "arguments": {"cmd": 1}}</tool_call>')
-    assert "invalid arguments" in observation and step_info["errors"] == {"invalid_arguments": 1}
+    assert "invalid arguments" in observation and step_info["step"].errors == {"invalid_arguments": 1}
     listed = env.step('<tool_call>{"name": "admissible_commands", "arguments": {}}</tool_call>')[0]
     assert listed.splitlines() == before
 
@@ -241,7 +241,7 @@ def test_commands_the_game_does_not_know_get_nothing_happens(make_env):
         observation, _, terminated, truncated, step_info = env.step(act(text))
         assert not (terminated or truncated)
         if text.strip() not in before:
-            assert observation == "Nothing happens." and step_info["errors"] == {"invalid_command": 1}
+            assert observation == "Nothing happens." and step_info["step"].errors == {"invalid_command": 1}
 
     env.reset(options=GAME)
     env.max_turns = 10_000
@@ -259,12 +259,12 @@ def test_text_mode_plays_plain_commands_within_alfworlds_step_budget(make_env):
     for number, command in enumerate(walkthrough, 1):
         _, reward, terminated, truncated, info = env.step(f"{command}\n")
         assert terminated == (number == len(walkthrough)) and not truncated
-    assert (reward, info["won"], info["success"]) == (1.0, True, True)
+    assert (reward, info["won"], info["step"].success) == (1.0, True, True)
 
     env.reset(options=GAME)
     observation, reward, terminated, truncated, info = env.step("fly to the moon")
     assert (observation, reward, terminated, truncated) == ("Nothing happens.", 0.0, False, False)
-    assert info["errors"] == {"invalid_command": 1}
+    assert info["step"].errors == {"invalid_command": 1}
     two_commands = f"{walkthrough[0]}\n{walkthrough[1]}"  # one turn, one command: this one is unknown
     assert env.step(two_commands)[0] == "Nothing happens."
     assert env.step("<answer>done</answer>")[0] == "Nothing happens."  # no final answer in the original
@@ -272,7 +272,7 @@ def test_text_mode_plays_plain_commands_within_alfworlds_step_budget(make_env):
         *_, terminated, truncated, info = env.step("look")
         assert not (terminated or truncated)
     *_, terminated, truncated, info = env.step("look")
-    assert truncated and not terminated and info["truncation_reason"] == "max_turns"
+    assert truncated and not terminated and info["step"].truncation_reason == "max_turns"
     with pytest.raises(ValueError, match="action_mode"):
         make_env(action_mode="commands")
 
@@ -298,7 +298,7 @@ def test_a_killed_engine_truncates_the_episode_and_is_replaced(make_env, manager
     os.kill(killed, signal.SIGKILL)
     observation, reward, terminated, truncated, info = env.step(env.expert_action())
     assert (reward, terminated, truncated) == (0.0, False, True)
-    assert info["truncation_reason"].startswith("engine_failed") and "engine" in observation
+    assert info["step"].truncation_reason.startswith("engine_failed") and "engine" in observation
     assert manager.stats()[ENGINE_POOL].failures == failures + 1 and manager.stats()[ENGINE_POOL].in_use == 0
     env.reset(options=GAME)
     assert env.engine.pid != killed and play_expert(env)[0] == 1.0
@@ -309,7 +309,7 @@ def test_an_engine_that_misses_its_deadline_is_stopped(make_env):
     env.reset(options=GAME)
     engine = env.engine
     _, _, _, truncated, info = env.step(act("look"))
-    assert truncated and "did not answer" in info["truncation_reason"] and not engine.alive
+    assert truncated and "did not answer" in info["step"].truncation_reason and not engine.alive
     with pytest.raises(EngineError, match="has exited"):
         engine.step("look")
 

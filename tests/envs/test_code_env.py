@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfly_env  # noqa: F401
-from agentfly_env.aio import run_sync
-from agentfly_env.pool import ResourceManager
+from agentfly_env.core.aio import run_sync
+from agentfly_env.resources.pool import ResourceManager
 from agentfly_envs.code import (
     SANDBOX_POOL,
     CodeEnv,
@@ -235,8 +235,8 @@ def test_expert_solves_sampled_problems_through_the_env(manager):
         observation, reward, terminated, _, step_info = env.step(env.expert_action())
         assert observation == f"{HUMANEVAL[index]['entry_point']} is defined: True" and not terminated
         _, reward, terminated, _, step_info = env.step(env.expert_action())
-        assert (reward, terminated, step_info["success"]) == (1.0, True, True)
-        assert step_info["reward_components"] == {"tests_passed": 1.0}
+        assert (reward, terminated, step_info["step"].success) == (1.0, True, True)
+        assert step_info["step"].reward_components == {"tests_passed": 1.0}
         assert step_info["reward_details"]["tests_passed"] == step_info["reward_details"]["tests_total"] > 0
     env.close()
 
@@ -246,7 +246,7 @@ def test_a_wrong_answer_scores_below_one_with_failures_in_info(manager):
     env.reset(options={"task_index": 0})
     _, reward, terminated, _, info = env.step(answer("def has_close_elements(numbers, threshold):\n    return False"))
     details = info["reward_details"]
-    assert terminated and 0 < reward < 1 and info["success"] is False
+    assert terminated and 0 < reward < 1 and info["step"].success is False
     assert details["tests_passed"] < details["tests_total"] and details["failures"][0]["error"] == "AssertionError"
     env.close()
 
@@ -269,17 +269,17 @@ def test_tool_failures_are_observations_and_the_sandbox_is_replaced(manager):
     pool = manager.pool(SANDBOX_POOL)
     observation, _, terminated, truncated, info = env.step(call("while True:\n    pass"))
     assert "timed out after 2 s" in observation and "earlier state is lost" in observation
-    assert info["errors"] == {"timeout": 1} and not (terminated or truncated)
+    assert info["step"].errors == {"timeout": 1} and not (terminated or truncated)
     assert env.step(call("print('back')"))[0] == "back" and pool.stats().destroyed == 1
     observation, *_, info = env.step(call("import os\nos.abort()"))
-    assert info["errors"] == {"tool_error": 1} and "SessionCrashed" in observation and "an abort" in observation
+    assert info["step"].errors == {"tool_error": 1} and "SessionCrashed" in observation and "an abort" in observation
     sandbox = env._leases[SANDBOX_POOL].resource
     sandbox.kill()  # the sandbox dies under the episode, as from the OOM killer
     observation, *_, info = env.step(call("print('again')"))
-    assert info["errors"] == {"resource_broken": 1} and "earlier state is lost" in observation
+    assert info["step"].errors == {"resource_broken": 1} and "earlier state is lost" in observation
     assert env.step(call("print('again')"))[0] == "again" and pool.stats().destroyed == 2
     observation, *_, info = env.step('<tool_call>{"name": "code_interpreter", "arguments": {"code": 5}}</tool_call>')
-    assert info["errors"] == {"invalid_arguments": 1}
+    assert info["step"].errors == {"invalid_arguments": 1}
     env.close()
     assert pool.stats().in_use == 0
 
@@ -290,7 +290,7 @@ def test_an_answer_whose_sandbox_died_is_cut_short_not_scored_zero(manager):
     env.step(call("x = 1"))  # the episode now holds its sandbox
     env._leases[SANDBOX_POOL].resource.kill()  # it dies before the answer is graded, as from the OOM killer
     _, reward, terminated, truncated, info = env.step(answer(HUMANEVAL[0]["solution"]))
-    assert (reward, terminated, truncated, info["truncation_reason"]) == (0.0, False, True, "sandbox_failure")
+    assert (reward, terminated, truncated, info["step"].truncation_reason) == (0.0, False, True, "sandbox_failure")
     assert "grading stopped" in info["grading_error"] and "reward_details" not in info
     assert manager.pool(SANDBOX_POOL).stats().in_use == 0
     env.reset(options={"task_index": 0})  # the next episode gets a new sandbox, and its right answer scores
@@ -305,7 +305,7 @@ def test_random_play_never_raises(manager):
         env.reset(seed=seed)
         for _ in range(4):
             *_, terminated, truncated, info = env.step(env.action_space.sample())
-            assert isinstance(info["errors"], dict)
+            assert isinstance(info["step"].errors, dict)
             if terminated or truncated:
                 break
     env.close()

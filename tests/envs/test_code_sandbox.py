@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfly_envs
-from agentfly_env.pool import ResourceManager, ResourcePool
+from agentfly_env.resources.pool import ResourceManager, ResourcePool
 from agentfly_envs.code import (
     DEFAULT_POOL_CONFIG,
     SANDBOX_POOL,

@@ -70,8 +70,8 @@ def test_expert_solves_arithmetic_through_the_calculator():
         observation, *_ = env.step(action)
         assert observation == info["task"]["answer"]  # the calculator agrees with the generator
         _, reward, terminated, _, step_info = env.step(env.unwrapped.expert_action())
-        assert (reward, terminated, step_info["success"]) == (1.0, True, True)
-        assert step_info["reward_components"] == {"correct": 1.0}
+        assert (reward, terminated, step_info["step"].success) == (1.0, True, True)
+        assert step_info["step"].reward_components == {"correct": 1.0}
     env.close()
 
 
@@ -79,7 +79,7 @@ def test_wrong_answer_scores_below_one():
     env = gym.make("AgentFly/Math-v0")
     _, info = env.reset(seed=0)
     _, reward, terminated, _, step_info = env.step(f"<answer>{info['task']['answer']}1</answer>")
-    assert terminated and reward < 1.0 and step_info["success"] is False
+    assert terminated and reward < 1.0 and step_info["step"].success is False
 
 
 @pytest.mark.parametrize("dataset", ["countdown", "simple_equations", "gcd", "letter_counting", "word_sorting"])

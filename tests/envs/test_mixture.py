@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfly_env
-from agentfly_env.core import AgentEnv, EnvStateError, Transition
-from agentfly_env.mixture import MixtureEnv
-from agentfly_env.policies import expert_action
+from agentfly_env.core.env import AgentEnv, EnvStateError
+from agentfly_env.core.mixture import MixtureEnv
+from agentfly_env.core.policies import expert_action
+from agentfly_env.core.types import Step
 
 ARITHMETIC = {"id": "AgentFly/Math-v0", "name": "arithmetic", "options": {"dataset": "basic_arithmetic"}}
 COUNTDOWN = {"id": "AgentFly/Math-v0", "name": "countdown", "options": {"dataset": "countdown"}}
@@ -29,7 +30,7 @@ class Counted(AgentEnv):
         return "go", {}
 
     async def _step(self, action):
-        return Transition("ok", reward=1.0, terminated=True)
+        return Step(observation="ok", reward=1.0, terminated=True), {}
 
     async def _end_episode(self):
         type(self).ended += 1

@@ -14,9 +14,9 @@ import pytest
 
 import agentfly_env
 import agentfly_envs
-from agentfly_env.cache import RedisCache, make_cache
 from agentfly_env.extras import MissingExtraError, requires_extra
 from agentfly_env.registration import CORE_ENVS, ENTRY_POINT_GROUP, register_envs, registered_ids
+from agentfly_env.tools.cache import RedisCache, make_cache
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())

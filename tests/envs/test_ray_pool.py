@@ -1,4 +1,4 @@
-"""Env pools (agentfly_env.distributed) on the local and Ray backends, and how the Ray one fails.
+"""Env pools (agentfly_env.resources.distributed) on the local and Ray backends, and how the Ray one fails.
 
 Episodes are driven the way the OpenRLHF plug-in drives them: lease, ``areset``, ``astep`` until the
 episode ends, release (``broken=True`` after a ``ResourceBrokenError``).
@@ -19,7 +19,8 @@ import pytest
 import ray
 from ray.exceptions import RayActorError
 
-from agentfly_env.distributed import (
+from agentfly_env.core.types import ToolCall
+from agentfly_env.resources.distributed import (
     ActorPlacementError,
     EnvActorDiedError,
     EnvActorTimeoutError,
@@ -27,9 +28,8 @@ from agentfly_env.distributed import (
     RayEnvHandle,
     make_env_pool,
 )
-from agentfly_env.parsing import get_parser
-from agentfly_env.pool import ResourceBrokenError, ResourcePool
-from agentfly_env.types import ToolCall
+from agentfly_env.resources.pool import ResourceBrokenError, ResourcePool
+from agentfly_env.tools.parsing import get_parser
 
 ENV_ID = "AgentFly/Math-v0"
 ENV_KWARGS = {"difficulty": 0}

@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 
 import agentfly_env
-from agentfly_env.checker import check_agent_env, rollout
+from agentfly_env.runners.checker import check_agent_env, rollout
 
 ENV_IDS = agentfly_env.registered_ids()
 #: What an env needs to be made at all (the mixture: its components).

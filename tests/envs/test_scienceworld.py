@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfly_env
-from agentfly_env.pool import ResourceManager
+from agentfly_env.resources.pool import ResourceManager
 from agentfly_envs.scienceworld import (
     ENGINE_POOL,
     ScienceWorldEnv,
@@ -149,7 +149,7 @@ async def test_the_pool_was_prewarmed_in_parallel(manager):
 async def test_gold_paths_reach_full_score_through_the_env(manager, task, variation):
     env = make(manager)
     start, rewards, info = await play_expert(env, task_name=task, variation=variation, gold_path=True)
-    assert info["success"] and info["final_score"] == 1.0 and info["score"] == 1.0
+    assert info["step"].success and info["final_score"] == 1.0 and info["score"] == 1.0
     assert sum(rewards) == pytest.approx(1.0 - start["score"]) and min(rewards) >= 0
     assert len(env.trajectory.steps) <= env.max_turns
     await env.aclose()
@@ -174,9 +174,9 @@ async def test_rewards_follow_the_score_and_a_failed_task_gives_them_back(manage
     env = make(manager)
     await env.areset(options={"task_name": "find-animal", "variation": 0})
     _, gained, terminated, _, info = await env.astep(act("open door to kitchen"))
-    assert gained > 0 and not terminated and info["reward_components"] == {"progress": gained}
+    assert gained > 0 and not terminated and info["step"].reward_components == {"progress": gained}
     _, lost, terminated, truncated, info = await env.astep(act("focus on air"))
-    assert terminated and not truncated and not info["success"]
+    assert terminated and not truncated and not info["step"].success
     assert info["score"] < 0 and info["final_score"] == 0 and lost == -gained
     await env.aclose()
 
@@ -187,7 +187,7 @@ async def test_a_final_answer_ends_the_episode_where_it_stands(manager):
     await env.areset(options={"task_name": "find-animal", "variation": 0})
     await env.astep(act("open door to kitchen"))
     _, reward, terminated, _, info = await env.astep("<answer>I give up</answer>")
-    assert terminated and reward == 0 and not info["success"] and 0 < info["final_score"] < 1
+    assert terminated and reward == 0 and not info["step"].success and 0 < info["final_score"] < 1
     await env.aclose()
 
 
@@ -203,12 +203,12 @@ async def test_tools_observe_without_spending_moves_and_commands_run_in_order(ma
         + CALL.format(name="inventory", arguments="{}")
     )
     observation, _, _, _, info = await env.astep(turn)
-    assert [r.output.split(".")[0] for r in info["tool_results"][:2]] == [
+    assert [r.output.split(".")[0] for r in info["step"].tool_results[:2]] == [
         "The door is now open",
         "You move to the kitchen",
     ]
-    assert "called the kitchen" in info["tool_results"][2].output and "inventory" in info["tool_results"][3].output
-    assert info["moves"] == 2 and info["errors"] == {}
+    assert "called the kitchen" in info["step"].tool_results[2].output and "inventory" in info["step"].tool_results[3].output
+    assert info["moves"] == 2 and info["step"].errors == {}
     observation, *_, info = await env.astep(CALL.format(name="valid_actions", arguments='{"contains": "oven"}'))
     listed = observation.splitlines()
     assert listed[0].startswith(f"{len(listed) - 1} valid actions contain 'oven'")
@@ -230,9 +230,9 @@ async def test_bad_commands_are_answered_and_counted(manager):
     env = make(manager, max_command_chars=50)
     await env.areset(options={"task_name": "boil", "variation": 1})
     observation, *_, info = await env.astep(act("fly to the moon"))
-    assert observation == "No known action matches that input." and info["errors"] == {"unknown_command": 1}
+    assert observation == "No known action matches that input." and info["step"].errors == {"unknown_command": 1}
     observation, *_, info = await env.astep(act("look " * 20))
-    assert "at most 50" in observation and info["errors"] == {"tool_error": 1}
+    assert "at most 50" in observation and info["step"].errors == {"tool_error": 1}
     observation, *_, info = await env.astep(act("  "))
     assert "empty" in observation and info["moves"] == 0
     await env.aclose()
@@ -250,7 +250,7 @@ async def test_text_mode_plays_plain_commands_within_the_stock_step_limit(manage
     for number, command in enumerate(env.gold, 1):
         _, _, terminated, truncated, info = await env.astep(f"{command}\n")
         assert terminated == (number == len(env.gold)) and not truncated
-    assert info["success"] and info["final_score"] == 1.0
+    assert info["step"].success and info["final_score"] == 1.0
     await env.aclose()
 
     # The stock env (envStepLimit=3) answered these with moves 2, 2, 2, 4 and done only on the last.
@@ -263,7 +263,7 @@ async def test_text_mode_plays_plain_commands_within_the_stock_step_limit(manage
     assert observation != UNKNOWN_COMMAND and env.trajectory.steps[2].observation == UNKNOWN_COMMAND
     assert env.trajectory.steps[2].errors == {"unknown_command": 1}
     assert seen == [(2, False, False), (2, False, False), (2, False, False), (4, False, True)]
-    assert info["truncation_reason"] == "step_limit"
+    assert info["step"].truncation_reason == "step_limit"
     await env.aclose()
     with pytest.raises(ValueError, match="action_mode"):
         make(manager, action_mode="commands")
@@ -275,7 +275,7 @@ async def test_the_turn_budget_truncates(manager):
     await env.areset(options={"task_name": "boil", "variation": 1})
     await env.astep(act("look around"))
     *_, terminated, truncated, info = await env.astep(act("look around"))
-    assert truncated and not terminated and info["truncation_reason"] == "max_turns"
+    assert truncated and not terminated and info["step"].truncation_reason == "max_turns"
     assert manager.stats()[ENGINE_POOL].in_use == 0  # the episode gave its JVM back
 
 
@@ -287,15 +287,15 @@ async def test_a_killed_jvm_truncates_the_episode_and_the_next_gets_a_fresh_one(
     failures = manager.stats()[ENGINE_POOL].failures
     os.kill(dead, signal.SIGKILL)
     observation, reward, terminated, truncated, info = await asyncio.wait_for(env.astep(act("look around")), 30)
-    assert truncated and not terminated and reward == 0 and not info["success"]
-    assert info["truncation_reason"] == "engine_failure" and "signal 9" in info["engine_error"]
+    assert truncated and not terminated and reward == 0 and not info["step"].success
+    assert info["step"].truncation_reason == "engine_failure" and "signal 9" in info["engine_error"]
     assert "signal 9" in observation and manager.stats()[ENGINE_POOL].failures == failures + 1
     with pytest.raises(agentfly_env.EnvStateError):
         await env.astep(act("look around"))
     await env.areset(options={"task_name": "find-animal", "variation": 2})
     assert env.engine.pid != dead and env.engine.healthy()
     _, _, info = await play_expert(env, task_name="find-animal", variation=2)
-    assert info["success"]
+    assert info["step"].success
     await env.aclose()
 
 
@@ -335,7 +335,7 @@ async def test_eight_concurrent_episodes_share_two_jvms(manager):
                 return info
 
     results = await asyncio.wait_for(asyncio.gather(*(episode(env, seed) for seed, env in enumerate(envs))), 300)
-    assert all(info["success"] and info["final_score"] == 1.0 for info in results)
+    assert all(info["step"].success and info["final_score"] == 1.0 for info in results)
     stats = manager.stats()[ENGINE_POOL]
     assert len(pids) <= 2 and stats.alive <= 2 and stats.in_use == 0
     for env in envs:
@@ -359,5 +359,5 @@ def test_any_text_is_answered_never_raised(manager, turn):
     observation, reward, terminated, truncated, info = env.step(turn)
     assert isinstance(observation, str) and len(observation) <= 1000
     assert reward == 0 and not truncated
-    assert info["errors"] or info["tool_results"] or terminated
+    assert info["step"].errors or info["step"].tool_results or terminated
     env.close()

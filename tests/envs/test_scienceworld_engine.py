@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from agentfly_env.pool import PoolConfig, ResourcePool
+from agentfly_env.resources.pool import PoolConfig, ResourcePool
 from agentfly_envs.scienceworld import EngineFailure, JvmConfig, ScienceWorldEngine, SimulatorError, engine_spec
 from agentfly_envs.scienceworld.tasks import DATA_FILE, SIMPLIFICATIONS, read_variations
 

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfly_env
-from agentfly_env.checker import rollout
-from agentfly_env.types import ToolCall
+from agentfly_env.core.types import ToolCall
+from agentfly_env.runners.checker import rollout
 from agentfly_envs.search import SearchEnv
 from agentfly_envs.search.answers import exact_match, f1_score, normalize_answer
 from agentfly_envs.search.corpus import (
@@ -395,7 +395,7 @@ def test_step_reports_em_and_f1_and_f1_can_be_the_reward(index_dir: Path) -> Non
     env.reset(options={"task": {"prompt": "Question: who?", "question": "who?", "golden_answers": ["Alia Dorven"]}})
     _, reward, terminated, _, info = env.step("<answer>the alia</answer>")
     assert terminated and reward == pytest.approx(2 / 3)
-    assert info["reward_components"] == {"em": 0.0, "f1": pytest.approx(2 / 3)} and not info["success"]
+    assert info["step"].reward_components == {"em": 0.0, "f1": pytest.approx(2 / 3)} and not info["step"].success
 
 
 def test_bad_input_never_raises_and_is_counted(index_dir: Path) -> None:
@@ -412,7 +412,7 @@ def test_bad_input_never_raises_and_is_counted(index_dir: Path) -> None:
     for action, error in cases.items():
         env.reset(seed=0)
         observation, reward, terminated, truncated, info = env.step(action)
-        assert info["errors"] == {error: 1}, action
+        assert info["step"].errors == {error: 1}, action
         assert reward == 0.0 and not terminated and not truncated and observation
     env.reset(seed=0)
     observation, *_ = env.step('<tool_call>{"name": "retrieve", "arguments": {"query": "?!"}}</tool_call>')
@@ -420,7 +420,7 @@ def test_bad_input_never_raises_and_is_counted(index_dir: Path) -> None:
     # A huge query is searched (its first words), and the observation stays bounded.
     long_query = " ".join(["velmouth river population"] * 2_000)
     observation, *_, info = env.step(env.parser.format_call(ToolCall("retrieve", {"query": long_query})))
-    assert info["errors"] == {} and len(observation) <= 300 and "truncated" in observation
+    assert info["step"].errors == {} and len(observation) <= 300 and "truncated" in observation
 
 
 def test_seeded_reset_repeats_and_info_describes_the_corpus(index_dir: Path) -> None:
@@ -495,7 +495,7 @@ def test_web_search_uses_a_provider_and_never_fakes_results(index_dir: Path) -> 
     both = make_env(index_dir, tools=["retrieve", "web_search"], web_search_provider="broken")
     both.reset(seed=0)
     observation, *_, info = both.step('<tool_call>{"name": "web_search", "arguments": {"query": "x"}}</tool_call>')
-    assert "search backend unreachable" in observation and info["errors"] == {"tool_error": 1}
+    assert "search backend unreachable" in observation and info["step"].errors == {"tool_error": 1}
     assert parse_web_results(observation) == []
     with pytest.raises(ValueError, match="unknown web search provider"):
         make_env(index_dir, tools=["web_search"], web_search_provider="nope")

@@ -12,7 +12,7 @@ import pytest
 import redis
 from redis_server import RedisServer
 
-from agentfly_env.cache import CacheFallbackWarning, MemoryCache, RedisCache
+from agentfly_env.tools.cache import CacheFallbackWarning, MemoryCache, RedisCache
 from agentfly_envs.search import SearchEnv
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -33,9 +33,9 @@ def test_the_same_query_twice_hits_and_info_counts_it(index_dir: Path) -> None:
     env.reset(seed=0)
     first, *_, info = env.step(QUERY)
     assert (info["cache"]["step_hits"], info["cache"]["step_misses"]) == (0, 1)
-    assert not info["tool_results"][0].cached
+    assert not info["step"].tool_results[0].cached
     second, *_, info = env.step(QUERY)
-    assert second == first and info["tool_results"][0].cached
+    assert second == first and info["step"].tool_results[0].cached
     assert info["cache"] | {} == info["cache"]  # plain data, loggable as is
     assert (info["cache"]["step_hits"], info["cache"]["step_misses"]) == (1, 0)
     assert (info["cache"]["hits"], info["cache"]["misses"], info["cache"]["sets"]) == (1, 1, 1)
@@ -75,7 +75,7 @@ from agentfly_envs.search import SearchEnv
 env = SearchEnv(index_dir=sys.argv[1], cache=sys.argv[2], progress=False)
 env.reset(seed=0)
 *_, info = env.step(sys.argv[3])
-print(info["cache"]["step_hits"], info["tool_results"][0].cached, info["cache"]["backend"])
+print(info["cache"]["step_hits"], info["step"].tool_results[0].cached, info["cache"]["backend"])
 env.close()
 """
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentfly_env.checker import rollout
+from agentfly_env.runners.checker import rollout
 from agentfly_envs.search import SearchEnv
 from agentfly_envs.search.dense import passage_text
 from agentfly_envs.search.generate import encyclopedia
@@ -64,4 +64,4 @@ def test_dense_and_hybrid_find_the_gold_passages(dense_env: SearchEnv, index_dir
 def test_dense_refuses_an_empty_query(dense_env: SearchEnv) -> None:
     dense_env.reset(seed=0)
     observation, *_, info = dense_env.step('<tool_call>{"name": "retrieve", "arguments": {"query": "  "}}</tool_call>')
-    assert "query is empty" in observation and info["errors"] == {"tool_error": 1}
+    assert "query is empty" in observation and info["step"].errors == {"tool_error": 1}

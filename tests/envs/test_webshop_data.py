@@ -174,7 +174,7 @@ def test_expert_wins_on_hand_written_files(tmp_path, monkeypatch):
             _, reward, terminated, _, info = env.step(env.expert_action())
             if terminated:
                 break
-        assert reward == 1.0, info["reward_components"]
+        assert reward == 1.0, info["step"].reward_components
     assert shared_catalog() is env.catalog  # the same settings share one catalog
     env.close()
 

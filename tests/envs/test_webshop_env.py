@@ -69,9 +69,9 @@ def test_expert_reaches_reward_one_on_every_sampled_goal_of_the_default_env(cach
     env = gym.make("AgentFly/WebShop-v0", cache_dir=cache, split="all").unwrapped
     for index in range(0, len(env.tasks), 50):  # 60 goals spread over the shuffled list
         reward, info, actions, observation = play_expert(env, options={"task_index": index})
-        assert reward == 1.0 and info["success"] is True, (index, actions, info["reward_components"])
+        assert reward == 1.0 and info["step"].success is True, (index, actions, info["step"].reward_components)
         assert actions[0].startswith("search[") and actions[-1] == "click[Buy Now]"
-        components = info["reward_components"]
+        components = info["step"].reward_components
         assert components["r_type"] == components["r_att"] == components["r_price"] == 1.0
         # The original's done page (its MTurk template) prints the reward as Python prints a float.
         assert observation.startswith("Thank you for shopping with us! [SEP] Your code: [SEP] None [SEP] ")
@@ -126,7 +126,7 @@ def test_short_results_pages_and_the_expert_buying_a_product_that_meets_the_goal
             outside += 1
         env.step(choice)
         _, reward, terminated, _, info = env.step(env.expert_action())
-        assert terminated and reward == 1.0, (seed, info["reward_components"])
+        assert terminated and reward == 1.0, (seed, info["step"].reward_components)
     assert outside > 0  # the case above was exercised
     with pytest.raises(ValueError, match="results_per_page must be at least 1"):
         WebShopEnv(split="train", cache_dir=cache, results_per_page=0)
@@ -146,7 +146,7 @@ def test_expert_in_tools_mode_with_function_calls(cache):
     observation, _ = env.reset(seed=0)
     after, reward, terminated, _, info = env.step("search[lamp]")
     assert after.startswith("No action found.") and after.endswith(observation)
-    assert info["errors"] == {"no_action": 1} and (reward, terminated) == (0.0, False)
+    assert info["step"].errors == {"no_action": 1} and (reward, terminated) == (0.0, False)
     env.close()
 
 
@@ -168,15 +168,15 @@ def test_a_wrong_option_or_a_price_over_the_cap_lowers_the_reward_by_its_share(e
         env.step(f"click[{value}]")
     env.step(f"click[{others[0]}]")  # replaces the right size
     _, reward, terminated, _, info = env.step("click[Buy Now]")
-    assert terminated and info["reward_components"]["options_matched"] == options - 1
+    assert terminated and info["step"].reward_components["options_matched"] == options - 1
     assert reward == pytest.approx((attributes + options - 1 + 1) / (attributes + options + 1))
-    assert info["success"] is False
+    assert info["step"].success is False
 
     # The same purchase with every option right but a cap below the price: only the price share is lost.
     price = env.catalog.price(env.catalog.ordinal(goal["asin"]))
     task = {"prompt": goal["instruction_text"], "goal": {**goal, "price_upper": price - 0.5}}
     reward, info, _, _ = play_expert(env, options={"task": task})
-    assert info["reward_components"]["r_price"] == 0.0
+    assert info["step"].reward_components["r_price"] == 0.0
     assert reward == pytest.approx((attributes + options) / (attributes + options + 1))
 
 
@@ -192,7 +192,7 @@ def test_buying_another_kind_of_product_scores_by_type(env):
     env.step(f"search[{env.catalog.product(other).title}]")
     env.step(f"click[{env.catalog.product(other).asin}]")
     _, reward, terminated, _, info = env.step("click[Buy Now]")
-    components = info["reward_components"]
+    components = info["step"].reward_components
     assert terminated and components["query_match"] == components["category_match"] == 0.0
     assert components["r_type"] in (0.0, 0.1, 0.5) and reward < 0.5
     assert info["reward_details"]["asin"] == env.catalog.product(other).asin
@@ -218,7 +218,7 @@ def test_pagination_next_prev_and_the_last_page(env):
     # As the original, "Next >" shows on the last page too, and leads to an empty page.
     assert "next >" in info["available_actions"]["clickables"]  # page 5 of 5
     observation, reward, _, _, info = env.step("click[Next >]")
-    assert observation.endswith("Page 6 (Total results: 50) [SEP] < Prev [SEP] Next >") and info["errors"] == {}
+    assert observation.endswith("Page 6 (Total results: 50) [SEP] < Prev [SEP] Next >") and info["step"].errors == {}
     assert [c for c in info["available_actions"]["clickables"] if c.startswith("b0")] == []
     observation, *_ = env.step("click[< Prev]")
     assert "Page 5 (Total results: 50)" in observation
@@ -236,7 +236,7 @@ def test_item_page_sub_pages_and_back_navigation(env):
         env.step(f"click[{chosen}]")
     observation, *_ = env.step("click[Description]")
     assert observation.endswith(f"Back to Search [SEP] < Prev [SEP] {product.description}")
-    assert env.step("click[Features]")[4]["errors"] == {"invalid_action": 1}  # sub-pages only lead back
+    assert env.step("click[Features]")[4]["step"].errors == {"invalid_action": 1}  # sub-pages only lead back
     env.step("click[< Prev]")
     observation, *_, info = env.step("click[features]")  # lower case works too
     assert observation.endswith(" [SEP] ".join(["< Prev", *product.bullet_points]))
@@ -293,7 +293,7 @@ def test_actions_the_page_does_not_offer_change_nothing(env, explaining_env, whe
     else:  # the original's text env: the same page, nothing said
         assert observation == before
     assert (reward, terminated, truncated) == (0.0, False, False)
-    assert info["errors"] == {"invalid_action": 1}
+    assert info["step"].errors == {"invalid_action": 1}
     assert (env.session.page, env.session.product, dict(env.session.options), list(env.session.results)) == state
 
 
@@ -316,13 +316,13 @@ def test_actions_the_page_does_not_offer_change_nothing(env, explaining_env, whe
 def test_malformed_actions_get_a_clear_observation_and_a_counter(env, explaining_env, action, error, said):
     first, _ = explaining_env.reset(seed=6)
     observation, reward, terminated, truncated, info = explaining_env.step(action)
-    assert said in observation and info["errors"] == {error: 1}
+    assert said in observation and info["step"].errors == {error: 1}
     assert the_page(observation) == first  # the unchanged search page follows the explanation
     assert (reward, terminated, truncated) == (0.0, False, False)
     # By default, as the original: the unchanged page alone; the counter still says what happened.
     first, _ = env.reset(seed=6)
     observation, reward, terminated, truncated, info = env.step(action)
-    assert observation == first and info["errors"] == {error: 1}
+    assert observation == first and info["step"].errors == {error: 1}
 
 
 def test_100_kilobyte_actions_are_handled_and_bounded(explaining_env):
@@ -336,7 +336,7 @@ def test_100_kilobyte_actions_are_handled_and_bounded(explaining_env):
     observation, *_, info = env.step(f"search[{'lamp ' * 20_000}]")
     assert info["page"] == "results" and len(env.session.results) > 0
     observation, *_, info = env.step(f"click[{huge}]")
-    assert info["errors"] == {"invalid_action": 1} and len(observation) <= LIMIT
+    assert info["step"].errors == {"invalid_action": 1} and len(observation) <= LIMIT
     assert '"xxx' in observation and '..." is not something to click' in observation
 
 
@@ -361,7 +361,7 @@ def test_any_text_is_a_step_never_an_exception(env, turns):
     for action in turns:
         observation, reward, terminated, truncated, info = env.step(action)
         assert isinstance(observation, str) and 0 < len(observation) <= LIMIT
-        assert set(info["errors"]) <= {"parse_error", "unknown_tool", "invalid_action", "invalid_arguments"}
+        assert set(info["step"].errors) <= {"parse_error", "unknown_tool", "invalid_action", "invalid_arguments"}
         assert info["page"] in {"search", "results", "item", "description", "features", "reviews", "done"}
         if terminated or truncated:
             break
@@ -374,7 +374,7 @@ def test_truncation_after_max_turns_and_misuse_raises(cache):
     for _ in range(2):
         assert env.step("click[nothing]")[3] is False
     _, _, terminated, truncated, info = env.step("click[nothing]")
-    assert (terminated, truncated, info["truncation_reason"]) == (False, True, "max_turns")
+    assert (terminated, truncated, info["step"].truncation_reason) == (False, True, "max_turns")
     with pytest.raises(EnvStateError):
         env.step("click[Buy Now]")
     env.close()
@@ -418,7 +418,7 @@ def test_sampled_actions_are_always_ones_the_page_offers(env):
             assert env.action_space.contains(action)
             kinds.add(action.split("[")[0] if action.startswith("search") else action)
             _, _, terminated, truncated, info = env.step(action)
-            assert info["errors"] == {}, (action, info["errors"])
+            assert info["step"].errors == {}, (action, info["step"].errors)
             if terminated or truncated:
                 break
     assert "search" in kinds and "click[buy now]" in kinds and "click[next >]" in kinds

@@ -11,8 +11,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 import agentfly_env  # noqa: F401  (registers the ids)
+from agentfly_env.core.types import ToolCall
 from agentfly_env.serve.mcp import EPISODE_URI
-from agentfly_env.types import ToolCall
 
 MATH = "AgentFly/Math-v0"
 MATH_KWARGS = {"difficulty": 0, "tools": ["calculator"], "answer_mode": "tool"}

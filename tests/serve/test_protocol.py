@@ -8,6 +8,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentfly_env.core.types import Step, ToolCall
 from agentfly_env.serve.protocol import (
     Action,
     CloseRequest,
@@ -22,7 +23,6 @@ from agentfly_env.serve.protocol import (
     error_frame,
     observation_frame,
 )
-from agentfly_env.types import Step, ToolCall
 
 REQUESTS = (ResetRequest, StepRequest, StateRequest, CloseRequest, MCPRequest)
 
@@ -96,7 +96,14 @@ def test_a_reset_seed_must_be_a_non_negative_integer(seed):
 
 
 def test_an_observation_frame_carries_typed_records_as_json():
-    step = Step("a", "b", 1.0, True, False, tool_calls=[ToolCall("calculator", {"expression": "1"})])
+    step = Step(
+        action="a",
+        observation="b",
+        reward=1.0,
+        terminated=True,
+        truncated=False,
+        tool_calls=[ToolCall("calculator", {"expression": "1"})],
+    )
     frame = json.loads(encode(observation_frame("b", 1.0, True, False, {"step": step, "pair": (1, 2)})))
     assert frame["type"] == "observation" and frame["data"]["done"] is True and frame["data"]["reward"] == 1.0
     info = frame["data"]["observation"]["info"]

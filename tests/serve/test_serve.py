@@ -21,11 +21,11 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 import agentfly_env  # noqa: F401  (registers the ids)
 from agentfly_bench.suites.serve import reference
-from agentfly_env import AgentEnv, Transition
-from agentfly_env.distributed import make_env_pool
-from agentfly_env.remote import RemoteEnvError
+from agentfly_env import AgentEnv
+from agentfly_env.core.types import Step
+from agentfly_env.resources.distributed import make_env_pool
 from agentfly_env.serve.cli import main as serve_main
-from agentfly_env.types import Step
+from agentfly_env.serve.remote import RemoteEnvError
 
 MATH = "AgentFly/Math-v0"
 MATH_KWARGS = {"difficulty": 0}
@@ -107,7 +107,7 @@ def test_remote_v0_truncates_the_episode_when_the_server_goes_away():
         env = gym.make("AgentFly/Remote-v0", url=served.url)
         env.reset(seed=SEED)
     observation, reward, terminated, truncated, info = env.step("<answer>2</answer>")
-    assert truncated and not terminated and info["truncation_reason"] == "remote_disconnected"
+    assert truncated and not terminated and info["step"].truncation_reason == "remote_disconnected"
     assert "connection" in observation
     env.close()
 
@@ -127,7 +127,7 @@ class SlowEcho(AgentEnv):
 
     async def _step(self, action):
         await asyncio.sleep(self.delay)
-        return Transition(f"You said: {action}", reward=1.0, terminated=action == "bye")
+        return Step(observation=f"You said: {action}", reward=1.0, terminated=action == "bye"), {}
 
 
 async def request(ws: Any, message: dict[str, Any] | str | bytes) -> dict[str, Any]:

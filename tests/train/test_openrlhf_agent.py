@@ -22,7 +22,7 @@ import ray
 from openrlhf.utils.agent import AgentExecutorBase
 from ray.exceptions import RayActorError
 
-from agentfly_env.policies import expert_action
+from agentfly_env.core.policies import expert_action
 from agentfly_train.backends.openrlhf import AGENT_FILE, executor
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config

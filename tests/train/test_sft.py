@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_train_rollout import tiny_model
 
-from agentfly_env.distributed import make_env_pool
-from agentfly_env.parsing import get_parser
+from agentfly_env.resources.distributed import make_env_pool
+from agentfly_env.tools.parsing import get_parser
 from agentfly_train.chat import ChatFormat
 from agentfly_train.cli import main
 from agentfly_train.config import RolloutConfig

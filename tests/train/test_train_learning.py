@@ -18,12 +18,13 @@ import pytest
 import torch
 from test_train_rollout import tiny_model
 
-from agentfly_env.core import AgentEnv, Transition
-from agentfly_env.parsing import ToolCall
-from agentfly_env.rewards import RewardResult, reward
-from agentfly_env.tasks import ListTasks
-from agentfly_env.tool_env import ToolEnv
-from agentfly_env.tools import tool
+from agentfly_env.core.env import AgentEnv
+from agentfly_env.core.tasks import ListTasks
+from agentfly_env.core.types import Step
+from agentfly_env.tools.parsing import ToolCall
+from agentfly_env.tools.rewards import RewardResult, reward
+from agentfly_env.tools.tool import tool
+from agentfly_env.tools.tool_env import ToolEnv
 from agentfly_train.backends.local import LocalTrainer
 from agentfly_train.config import Config
 
@@ -39,10 +40,10 @@ class ShoutEnv(AgentEnv):
     async def _step(self, action):
         self.said.append(action)
         if len(self.said) < 2:
-            return Transition("Louder!")
+            return Step(observation="Louder!", reward=0.0), {}
         words = " ".join(self.said).split()
         score = sum(any(c.isupper() for c in w) for w in words) / len(words) if words else 0.0
-        return Transition("", reward=score, terminated=True, success=score >= 0.8)
+        return Step(observation="", reward=score, terminated=True, success=score >= 0.8), {}
 
 
 def shout_config(algo: str, out_dir: str | Path, **train) -> Config:

@@ -10,7 +10,7 @@ import pytest
 from test_train_learning import PeekEnv, ShoutEnv, shout_config
 from test_train_rollout import tiny_model
 
-from agentfly_env.recording import read_trajectories
+from agentfly_env.core.recording import read_trajectories
 from agentfly_train.backends.local import LocalTrainer
 from agentfly_train.config import Config
 

@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from agentfly_env import ListTasks, ToolEnv, reward, run_sync, tool
-from agentfly_env.core import AgentEnv, Transition
-from agentfly_env.distributed import make_env_pool
+from agentfly_env.core.env import AgentEnv
+from agentfly_env.core.types import Step
+from agentfly_env.resources.distributed import make_env_pool
 from agentfly_train.chat import ChatFormat, ChatTemplateError
 from agentfly_train.config import RolloutConfig
 from agentfly_train.generation import Generation, GenerationRequest, SamplingParams
@@ -338,7 +339,7 @@ class SlowEnv(AgentEnv):
 
     async def _step(self, action):
         await asyncio.sleep(self.rng.uniform(0.0, 0.05))
-        return Transition("ok", reward=1.0, terminated=self.turn >= 3)
+        return Step(observation="ok", reward=1.0, terminated=self.turn >= 3), {}
 
 
 def test_overlapped_scheduler_batches_waiting_episodes(tokenizer):

@@ -17,7 +17,7 @@ import pytest
 import torch
 from test_train_rollout import echo_env
 
-from agentfly_env.distributed import make_env_pool
+from agentfly_env.resources.distributed import make_env_pool
 from agentfly_train.backends.local import sequence_logprobs
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config, RolloutConfig

@@ -45,7 +45,7 @@ OpenRLHF behaviour handled here:
 Settings (environment variables, set by ``agentfly-train --backend openrlhf``):
     * ``AGENTFLY_ENV_POOL``: ``ray``, ``local`` or ``auto`` (default: Ray when it is initialised).
     * ``AGENTFLY_ENV_POOL_SIZE``: env instances per (env, options) in each engine process (default 16).
-    * ``AGENTFLY_ENV_ACTOR_OPTIONS``: JSON of :class:`~agentfly_env.distributed.RayEnvOptions` fields for
+    * ``AGENTFLY_ENV_ACTOR_OPTIONS``: JSON of :class:`~agentfly_env.resources.distributed.RayEnvOptions` fields for
       the env actors, e.g. ``{"num_cpus": 1, "resources": {"env_node": 1}}`` to place them on CPU nodes.
     * ``AGENTFLY_OBSERVATION_ROLE``: ``tool`` (default) or ``user``.
     * ``AGENTFLY_LEASE_TIMEOUT_S``: how long an episode waits for a free env (default 600).
@@ -77,8 +77,8 @@ import msgspec
 import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
-from agentfly_env.distributed import make_env_pool
-from agentfly_env.pool import Lease, ResourceBrokenError, ResourcePool
+from agentfly_env.resources.distributed import make_env_pool
+from agentfly_env.resources.pool import Lease, ResourceBrokenError, ResourcePool
 from agentfly_train.backends.openrlhf.config import ENV_POOLS
 from agentfly_train.chat import ChatFormat
 from agentfly_train.rollout import EpisodeStats, reset_episode, step_episode

@@ -4,10 +4,10 @@ Each turn, the model's text is parsed for tool calls (the parser is pluggable), 
 concurrently, and their results, bounded, become the next observation. The episode ends when the model
 gives a final answer (``<answer>...</answer>``, or a ``finish`` tool call with ``answer_mode="tool"``);
 the reward then scores it. A tool can also end the episode (buying in a shop, winning a game) or cut it
-short (a dead backend) through the turn's :class:`~agentfly_env.turn.TurnReport`, and
+short (a dead backend) through the turn's :class:`~agentfly_env.tools.turn.TurnReport`, and
 :meth:`ToolEnv._finish_turn` lets an env add what its own state says about the turn. Nothing the model writes raises: malformed calls, unknown tools, bad
 arguments, tools that fail or time out each come back as an observation that says what went wrong,
-and are counted in ``info["errors"]``.
+and are counted in ``info["step"].errors``.
 
 Example:
     >>> from agentfly_env import ToolEnv, ListTasks, tool, reward
@@ -37,16 +37,16 @@ from typing import Any, Literal
 
 import msgspec
 
-from agentfly_env.cache import Cache, cache_key, make_cache
-from agentfly_env.core import AgentEnv, Transition
-from agentfly_env.parsing import Parser, get_parser
-from agentfly_env.pool import Lease, ResourceManager, default_manager
-from agentfly_env.rewards import Reward
-from agentfly_env.spaces import ToolCallSpace
-from agentfly_env.tasks import TaskSource
-from agentfly_env.tools import Tool, tool
-from agentfly_env.turn import TurnReport
-from agentfly_env.types import ParseResult, ToolCall, ToolResult
+from agentfly_env.core.env import AgentEnv
+from agentfly_env.core.spaces import ToolCallSpace
+from agentfly_env.core.tasks import TaskSource
+from agentfly_env.core.types import ParseResult, Step, ToolCall, ToolResult
+from agentfly_env.resources.pool import Lease, ResourceManager, default_manager
+from agentfly_env.tools.cache import Cache, cache_key, make_cache
+from agentfly_env.tools.parsing import Parser, get_parser
+from agentfly_env.tools.rewards import Reward
+from agentfly_env.tools.tool import Tool, tool
+from agentfly_env.tools.turn import TurnReport
 
 NO_ACTION = "no_action"
 
@@ -92,12 +92,12 @@ class ToolEnv(AgentEnv):
     Args:
         tools: The tools the model may call.
         tasks: Where tasks come from; reset options ``task`` / ``task_index`` pick one.
-        reward: Scores the final answer; asks for context values by name (see :mod:`agentfly_env.rewards`).
-        parser: A :class:`~agentfly_env.parsing.Parser` or its name: ``hermes`` (default), ``json``,
+        reward: Scores the final answer; asks for context values by name (see :mod:`agentfly_env.tools.rewards`).
+        parser: A :class:`~agentfly_env.tools.parsing.Parser` or its name: ``hermes`` (default), ``json``,
             ``react`` or ``bracket``.
         answer_mode: ``"tag"``: a final answer is ``<answer_tag>...</answer_tag>`` in the text;
             ``"tool"``: the model calls ``finish(answer=...)``; ``"none"``: there is no final answer,
-            only a tool ends the episode (see :class:`~agentfly_env.turn.TurnReport`).
+            only a tool ends the episode (see :class:`~agentfly_env.tools.turn.TurnReport`).
         answer_tag: The tag name for ``answer_mode="tag"``.
         system_prompt: Task instructions; the tool list, call format and answer format are appended.
         describe_tools: Append them; off, ``system_prompt`` is the whole prompt (a compact one of your own:
@@ -107,11 +107,11 @@ class ToolEnv(AgentEnv):
             rewards that pay progress as it is made; by default only the turn that ends is scored.
         tool_timeout_s: Overrides each tool's own timeout when set.
         max_calls_per_turn: Calls beyond this in one turn are not run; the model is told.
-        cache: Cache for tools declared ``cache=True``: a :class:`~agentfly_env.cache.Cache` or a spec
+        cache: Cache for tools declared ``cache=True``: a :class:`~agentfly_env.tools.cache.Cache` or a spec
             such as ``"redis://localhost:6379/0"`` (default: in-process memory).
         resources: The manager whose pools lend stateful tools their resources.
         lease_timeout_s: How long to wait for a pooled resource before the call fails.
-        **kwargs: Passed to :class:`~agentfly_env.core.AgentEnv` (``max_turns``, ...).
+        **kwargs: Passed to :class:`~agentfly_env.core.env.AgentEnv` (``max_turns``, ...).
     """
 
     def __init__(
@@ -202,7 +202,7 @@ class ToolEnv(AgentEnv):
         # The caller may keep or change the task in info; our copy stays intact.
         return self.task["prompt"], {"task": _copy_plain(self.task)}
 
-    async def _step(self, action: str) -> Transition:
+    async def _step(self, action: str) -> tuple[Step, dict[str, Any]]:
         parsed = self.parser.parse(action)
         calls = parsed.calls
         turn = TurnReport()
@@ -225,40 +225,36 @@ class ToolEnv(AgentEnv):
                 turn.count_error(NO_ACTION)
             observation = self._format_observation(results, parsed.errors, len(calls))
         await self._finish_turn(turn)
-        return await self._transition(observation, parsed, results, turn)
+        return await self._record(observation, parsed, results, turn), turn.info
 
     async def _finish_turn(self, turn: TurnReport) -> None:
         """Called once a turn's calls (or its answer) are done: add what the env's own state says about
         the turn to its report (``info`` entries, an ending, a truncation). Does nothing by default."""
 
-    async def _transition(
-        self, observation: str, parsed: ParseResult, results: list[ToolResult], turn: TurnReport
-    ) -> Transition:
+    async def _record(self, observation: str, parsed: ParseResult, results: list[ToolResult], turn: TurnReport) -> Step:
         """The step a turn makes: the one place where its reward, success and ending are decided."""
-        transition = Transition(
-            observation,
+        step = Step(
+            observation=observation,
+            reward=0.0,
             tool_calls=list(parsed.calls),
             tool_results=results,
             parse_errors=list(parsed.errors),
             errors=dict(turn.errors),
-            info=turn.info,
         )
         if turn.truncation_reason is not None:  # an outside failure: no reward, whatever was reported
-            transition.truncation_reason = turn.truncation_reason
-            return transition
+            step.truncation_reason = turn.truncation_reason
+            return step
         result = turn.result
         if result is None and (turn.ends or self.reward_every_turn):
             result = await self.reward.compute(self._reward_context(None))
         if result is not None:
-            transition.reward = result.score
-            transition.success = (
-                result.success if result.success is not None else result.score >= self.success_threshold
-            )
-            transition.reward_components = dict(result.components) or {self.reward.name: result.score}
+            step.reward = result.score
+            step.success = result.success if result.success is not None else result.score >= self.success_threshold
+            step.reward_components = dict(result.components) or {self.reward.name: result.score}
             if turn.ends:
-                transition.info["reward_details"] = dict(result.details)
-        transition.terminated = turn.ends
-        return transition
+                turn.info["reward_details"] = dict(result.details)
+        step.terminated = turn.ends
+        return step
 
     def _reward_context(self, prediction: str | None) -> dict[str, Any]:
         context = dict(self.task)
@@ -289,8 +285,10 @@ class ToolEnv(AgentEnv):
         return list(await asyncio.gather(*(self._run_call(call, turn) for call in calls)))
 
     async def _run_call(self, call: ToolCall, turn: TurnReport) -> ToolResult:
+        # A `finish` call gets here only when it could not be read as an answer: running it reports
+        # what is wrong with its arguments, as for any tool.
         chosen = self.tools.get(call.name)
-        if chosen is None or chosen is finish_tool:
+        if chosen is None:
             known = ", ".join(name for name in self.tools if name != "finish") or "none"
             return ToolResult(
                 call.name, f"Error: unknown tool `{call.name}`. Available tools: {known}.", "unknown_tool", call.id

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from agentfly_env.types import ParseError, ParseResult, ToolCall
+from agentfly_env.core.types import ParseError, ParseResult, ToolCall
 
 __all__ = [
     "PARSERS",

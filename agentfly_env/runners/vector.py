@@ -28,8 +28,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentfly_env.aio import gather, run_sync
-from agentfly_env.core import AgentEnv, EnvStateError
+from agentfly_env.core.aio import gather, run_sync
+from agentfly_env.core.env import AgentEnv, EnvStateError
 
 
 @dataclass
@@ -45,7 +45,7 @@ class VectorStepResult:
 
 
 class AgentVectorEnv:
-    """N :class:`~agentfly_env.core.AgentEnv` instances driven together.
+    """N :class:`~agentfly_env.core.env.AgentEnv` instances driven together.
 
     Args:
         env_fns: One callable per env that builds it.

@@ -9,18 +9,20 @@ errors for API misuse, the turn budget, bounded observations, and the episode re
 A subclass implements :meth:`AgentEnv._reset` and :meth:`AgentEnv._step` (async), and optionally
 :meth:`AgentEnv._end_episode` to give back what the episode held.
 
-Besides an env's own entries, ``info`` always has the typed record of what happened: after ``reset``,
-``info["start"]`` (an :class:`~agentfly_env.types.EpisodeStart`: task, system prompt, tool schemas);
-after ``step``, ``info["step"]`` (the :class:`~agentfly_env.types.Step` also appended to the
-trajectory: tool calls, results, errors, success, reward components, truncation). The plain keys
-(``info["errors"]``, ``info["success"]``, ...) are the same values, for code that reads dicts.
+``info`` holds the typed record of what happened beside the env's own entries: after ``reset``,
+``info["start"]`` (an :class:`~agentfly_env.core.types.EpisodeStart`: task, system prompt, tool schemas;
+``info["task"]``, ``info["tools"]`` and ``info["system_prompt"]`` name its parts); after ``step``,
+``info["step"]``, the :class:`~agentfly_env.core.types.Step` that ``_step`` made and the trajectory holds
+(tool calls, results, errors, success, reward components, truncation), and ``info["turn"]``. A step
+record is made once, by the env, and passed on as it is: drivers, the server and ``Remote-v0`` read it,
+none rebuilds it.
 
 Example:
     >>> class Echo(AgentEnv):
     ...     async def _reset(self, seed, options):
     ...         return "Say something.", {}
     ...     async def _step(self, action):
-    ...         return Transition(f"You said: {action}", reward=1.0, terminated=action == "bye")
+    ...         return Step(observation=f"You said: {action}", reward=1.0, terminated=action == "bye"), {}
     >>> env = Echo(max_turns=3)
     >>> env.reset(seed=0)[0]
     'Say something.'
@@ -31,58 +33,25 @@ Example:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
-from agentfly_env.aio import run_sync
-from agentfly_env.spaces import TextSpace
-from agentfly_env.text import truncate_text
-from agentfly_env.types import EpisodeStart, ParseError, Step, ToolCall, ToolResult, Trajectory
+from agentfly_env.core.aio import run_sync
+from agentfly_env.core.spaces import TextSpace
+from agentfly_env.core.text import truncate_text
+from agentfly_env.core.types import EpisodeStart, Step, Trajectory
 
 
 class EnvStateError(RuntimeError):
     """The env was used out of order: stepped before ``reset`` or after its episode ended."""
 
 
-@dataclass
-class Transition:
-    """What a subclass's :meth:`AgentEnv._step` returns; the base class makes the step's record from it.
-
-    Attributes:
-        observation: The env's answer to the action (bounded by the base class).
-        reward: Reward for this step; the final reward lands on the step that terminates.
-        terminated: The task ended (solved, failed, or answered).
-        truncation_reason: Set when the episode must stop for an outside reason (a backend died);
-            the base class adds ``"max_turns"`` itself.
-        success: Whether the task counts as solved.
-        reward_components: The named parts of the reward.
-        tool_calls: The calls the action made.
-        tool_results: What they returned.
-        parse_errors: What could not be read as a call.
-        errors: Errors of the turn by kind, counted.
-        info: The env's own extra ``info`` entries.
-    """
-
-    observation: str
-    reward: float = 0.0
-    terminated: bool = False
-    truncation_reason: str | None = None
-    success: bool = False
-    reward_components: dict[str, float] = field(default_factory=dict)
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    tool_results: list[ToolResult] = field(default_factory=list)
-    parse_errors: list[ParseError] = field(default_factory=list)
-    errors: dict[str, int] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
-
-
 class AgentEnv(gym.Env[str, str]):
     """A multi-turn text env with native async ``areset``/``astep``.
 
     Args:
-        max_turns: Steps before the episode is truncated (``info["truncation_reason"] == "max_turns"``).
+        max_turns: Steps before the episode is truncated (``info["step"].truncation_reason == "max_turns"``).
         max_observation_chars: Observations longer than this are cut with a visible marker.
         render_mode: None or ``"ansi"`` (``render()`` returns the last exchange as text).
         env_id: Name recorded in trajectories; set from the registered id by ``gym.make``.
@@ -124,8 +93,14 @@ class AgentEnv(gym.Env[str, str]):
         """Start an episode; return the first observation and the reset info."""
         raise NotImplementedError
 
-    async def _step(self, action: str) -> Transition:
-        """Act on one model turn."""
+    async def _step(self, action: str) -> tuple[Step, dict[str, Any]]:
+        """Act on one model turn: the step's record and the env's own ``info`` entries for it.
+
+        The record says what the env decided: the observation, reward, ``terminated``, tool calls and
+        results, errors, success, and ``truncation_reason`` when an outside failure cuts the episode.
+        The base class completes it: it sets ``action``, bounds the observation, adds the turn budget's
+        ``"max_turns"`` and sets ``truncated``.
+        """
         raise NotImplementedError
 
     async def _end_episode(self) -> None:
@@ -175,44 +150,24 @@ class AgentEnv(gym.Env[str, str]):
             raise TypeError(f"{self.env_id}: the action must be the model's text (str), got {type(action).__name__}")
         started = time.perf_counter()
         self.turn += 1
-        outcome = await self._step(action)
-        truncation_reason = outcome.truncation_reason
-        if truncation_reason is None and not outcome.terminated and self.turn >= self.max_turns:
-            truncation_reason = "max_turns"
-        truncated = truncation_reason is not None and not outcome.terminated
-        record = Step(
-            action=action,
-            observation=truncate_text(outcome.observation, self.max_observation_chars),
-            reward=float(outcome.reward),
-            terminated=outcome.terminated,
-            truncated=truncated,
-            tool_calls=outcome.tool_calls,
-            tool_results=outcome.tool_results,
-            parse_errors=outcome.parse_errors,
-            reward_components=outcome.reward_components,
-            truncation_reason=truncation_reason if truncated else None,
-            errors=outcome.errors,
-            success=outcome.success,
-        )
-        info = outcome.info
-        info.update(
-            turn=self.turn,
-            tool_calls=record.tool_calls,
-            tool_results=record.tool_results,
-            parse_errors=record.parse_errors,
-            errors=record.errors,
-            success=record.success,
-            reward_components=record.reward_components,
-            truncation_reason=record.truncation_reason,
-            step=record,
-        )
+        record, info = await self._step(action)
+        record.action = action
+        record.observation = truncate_text(record.observation, self.max_observation_chars)
+        record.reward = float(record.reward)
+        reason = record.truncation_reason
+        if reason is None and not record.terminated and self.turn >= self.max_turns:
+            reason = "max_turns"
+        record.truncated = reason is not None and not record.terminated
+        record.truncation_reason = reason if record.truncated else None
+        info["turn"] = self.turn
+        info["step"] = record
         assert self.trajectory is not None
         self.trajectory.steps.append(record)
-        if outcome.terminated or truncated:
+        if record.terminated or record.truncated:
             self._needs_reset = True
             await self._finish_episode()
         self.trajectory.latency_s.append(time.perf_counter() - started)
-        return record.observation, record.reward, record.terminated, truncated, info
+        return record.observation, record.reward, record.terminated, record.truncated, info
 
     async def aclose(self) -> None:
         """End the episode, release everything; a second call does nothing."""

@@ -36,8 +36,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentfly_env import policies
-from agentfly_env.core import AgentEnv, EnvStateError
+from agentfly_env.core import policies
+from agentfly_env.core.env import AgentEnv, EnvStateError
 from agentfly_env.registration import MIXTURE_ID
 
 __all__ = ["MIXTURE_ID", "MixtureEnv"]

@@ -3,7 +3,7 @@
 A tool's output is what the model reads. Some tools also decide the episode: buying ends a WebShop
 episode with a score, a dead game engine cuts an episode short, a command the game did not know is an
 error worth counting. A tool (or the env around it) says so on the turn's report, which
-:class:`~agentfly_env.tool_env.ToolEnv` hands to every tool that names a ``turn`` parameter and reads
+:class:`~agentfly_env.tools.tool_env.ToolEnv` hands to every tool that names a ``turn`` parameter and reads
 once, when the turn's calls have returned. Nothing about a turn is kept on the env between a tool and
 the step that follows it.
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from agentfly_env.rewards import RewardResult
+from agentfly_env.tools.rewards import RewardResult
 
 
 class TurnReport:
@@ -35,7 +35,7 @@ class TurnReport:
         ends: The episode ends with this turn.
         result: The score it ends with; None lets the env's reward score it.
         truncation_reason: Set when the episode must stop for an outside reason (a backend died).
-        errors: Errors of the turn by kind, counted into ``info["errors"]``.
+        errors: Errors of the turn by kind, counted into ``info["step"].errors``.
         info: Extra ``info`` entries for this step.
     """
 
@@ -64,5 +64,5 @@ class TurnReport:
         self.info.update(info)
 
     def count_error(self, kind: str, count: int = 1) -> None:
-        """Count an error of this turn (``info["errors"][kind]``)."""
+        """Count an error of this turn (``info["step"].errors[kind]``)."""
         self.errors[kind] += count

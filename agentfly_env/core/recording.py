@@ -8,7 +8,7 @@ lines already written are still intact.
 
 Example:
     >>> import tempfile, os
-    >>> from agentfly_env.types import Trajectory
+    >>> from agentfly_env.core.types import Trajectory
     >>> path = os.path.join(tempfile.mkdtemp(), "runs.jsonl")
     >>> with TrajectoryWriter(path) as writer:
     ...     writer.write(Trajectory(env_id="AgentFly/Math-v0", observation="2+2?"))
@@ -26,7 +26,7 @@ from types import TracebackType
 
 import msgspec
 
-from agentfly_env.types import Trajectory
+from agentfly_env.core.types import Trajectory
 
 
 class RecordingError(OSError):

@@ -14,13 +14,15 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from gymnasium.spaces import Space
 
-from agentfly_env.tools import Tool
-from agentfly_env.types import ToolCall
+from agentfly_env.core.types import ToolCall
+
+if TYPE_CHECKING:  # the space reads a tool's fields only; the core does not build on the tools layer
+    from agentfly_env.tools.tool import Tool
 
 _WORDS = (
     "apple river blue seven quick table north energy signal garden paper light stone circuit "
@@ -110,7 +112,7 @@ class ToolCallSpace(TextSpace):
     Args:
         tools: The tools the env offers.
         format_call: Renders a :class:`ToolCall` as model text (the env parser's ``format_call``).
-        answers: Renders a final answer as model text (e.g. :class:`~agentfly_env.tool_env.AnswerFormat`);
+        answers: Renders a final answer as model text (e.g. :class:`~agentfly_env.tools.tool_env.AnswerFormat`);
             None when the env has no answer action.
         answer_probability: Share of samples that are answers rather than tool calls.
         max_length: Longest admitted string.

@@ -90,8 +90,12 @@ class EpisodeStart(msgspec.Struct, omit_defaults=True):
     tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
-class Step(msgspec.Struct, omit_defaults=True):
+class Step(msgspec.Struct, kw_only=True, omit_defaults=True):
     """One env step: the model's action and what the env answered; ``info["step"]`` after every ``step``.
+
+    The one record of a step: the env's ``_step`` makes it, :class:`~agentfly_env.core.env.AgentEnv`
+    completes it (``action``, the turn budget, ``truncated``), the trajectory holds it, and every driver,
+    the server and ``Remote-v0`` pass it on as it is.
 
     Attributes:
         errors: What went wrong in the turn, by kind (``parse_error``, ``unknown_tool``, ...), counted.
@@ -101,13 +105,17 @@ class Step(msgspec.Struct, omit_defaults=True):
 
     It holds no timing, so the steps of a seeded rollout compare equal (wall times are on the
     :class:`Trajectory`).
+
+    Example:
+        >>> Step(observation="4", reward=1.0, terminated=True, success=True).truncated
+        False
     """
 
-    action: str
+    action: str = ""
     observation: str
     reward: float
-    terminated: bool
-    truncated: bool
+    terminated: bool = False
+    truncated: bool = False
     tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
     tool_results: list[ToolResult] = msgspec.field(default_factory=list)
     parse_errors: list[ParseError] = msgspec.field(default_factory=list)

@@ -12,8 +12,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 
-from agentfly_env.policies import expert_action, random_action
-from agentfly_env.types import Trajectory
+from agentfly_env.core.policies import expert_action, random_action
+from agentfly_env.core.types import Trajectory
 
 
 def rollout(env: gym.Env, seed: int, *, expert: bool = True, max_steps: int = 50) -> Trajectory:

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import gymnasium as gym
 
-from agentfly_env.core import AgentEnv
+from agentfly_env.core.env import AgentEnv
 
 __all__ = ["EnvHandle", "built_env", "make_env"]
 
@@ -20,8 +20,8 @@ __all__ = ["EnvHandle", "built_env", "make_env"]
 class EnvHandle(Protocol):
     """What an env pool lends: the async half of the Gymnasium API, plus a way to release the env.
 
-    :class:`~agentfly_env.core.AgentEnv` is one (the local backend lends the env itself); so is
-    :class:`~agentfly_env.distributed.ray_actors.RayEnvHandle`. The values are the env's own.
+    :class:`~agentfly_env.core.env.AgentEnv` is one (the local backend lends the env itself); so is
+    :class:`~agentfly_env.resources.distributed.ray_actors.RayEnvHandle`. The values are the env's own.
     """
 
     async def areset(
@@ -41,7 +41,7 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> AgentE
 
     Raises:
         gymnasium.error.Error: ``env_id`` is not registered.
-        TypeError: The env is not an :class:`~agentfly_env.core.AgentEnv`.
+        TypeError: The env is not an :class:`~agentfly_env.core.env.AgentEnv`.
 
     Example:
         >>> make_env("AgentFly/Math-v0", {"difficulty": 0}).env_id

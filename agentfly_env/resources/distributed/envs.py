@@ -1,9 +1,9 @@
 """Pools of whole envs: lease an env for an episode, here or on a Ray cluster, through one interface.
 
-:func:`make_env_pool` returns a :class:`~agentfly_env.pool.ResourcePool` whose resource is an
+:func:`make_env_pool` returns a :class:`~agentfly_env.resources.pool.ResourcePool` whose resource is an
 :class:`EnvHandle`: something with the env's own ``areset``/``astep`` that a trainer awaits without
 knowing where the env runs. With ``backend="local"`` the handle is the env itself, built in this
-process; with ``backend="ray"`` it is a :class:`~agentfly_env.distributed.ray_actors.RayEnvHandle` on an
+process; with ``backend="ray"`` it is a :class:`~agentfly_env.resources.distributed.ray_actors.RayEnvHandle` on an
 async Ray actor that holds the env (see that module).
 
 Example:
@@ -27,10 +27,10 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
-from agentfly_env.core import AgentEnv
-from agentfly_env.distributed.handle import EnvHandle, built_env, make_env
-from agentfly_env.distributed.ray_actors import RayEnvOptions, ray_env_spec
-from agentfly_env.pool import PoolConfig, ResourcePool, ResourceSpec
+from agentfly_env.core.env import AgentEnv
+from agentfly_env.resources.distributed.handle import EnvHandle, built_env, make_env
+from agentfly_env.resources.distributed.ray_actors import RayEnvOptions, ray_env_spec
+from agentfly_env.resources.pool import PoolConfig, ResourcePool, ResourceSpec
 
 __all__ = ["EnvHandle", "make_env", "make_env_pool"]
 
@@ -56,7 +56,7 @@ def make_env_pool(
         size: Most envs alive at once.
         ray_options: Actor resources, scheduling and timeouts (:class:`RayEnvOptions` or its fields as a
             mapping); only for ``backend="ray"``.
-        **pool_options: Other :class:`~agentfly_env.pool.PoolConfig` fields (``prewarm``, ``max_uses``,
+        **pool_options: Other :class:`~agentfly_env.resources.pool.PoolConfig` fields (``prewarm``, ``max_uses``,
             ``idle_ttl_s``, ``acquire_timeout_s``).
 
     Raises:

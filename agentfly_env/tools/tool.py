@@ -7,7 +7,7 @@ parameter types are whatever msgspec understands: ``str``, numbers, ``bool``, ``
 Four parameter names are reserved and injected by the env rather than given by the model:
 ``env`` (the env instance), ``task`` (the current task dict), ``resource`` (an instance leased from
 the pool named by ``@tool(resource=...)`` for the whole episode) and ``turn`` (the turn's
-:class:`~agentfly_env.turn.TurnReport`, to end the episode, cut it short or count an error).
+:class:`~agentfly_env.tools.turn.TurnReport`, to end the episode, cut it short or count an error).
 
 Example:
     >>> @tool
@@ -38,10 +38,10 @@ from typing import Annotated, Any
 
 import msgspec
 
-from agentfly_env.aio import call_function
-from agentfly_env.pool import ResourceBrokenError
-from agentfly_env.text import truncate_text
-from agentfly_env.types import ToolResult
+from agentfly_env.core.aio import call_function
+from agentfly_env.core.text import truncate_text
+from agentfly_env.core.types import ToolResult
+from agentfly_env.resources.pool import ResourceBrokenError
 
 #: Parameter names the env fills in; they never appear in the schema.
 INJECTED_PARAMETERS = frozenset({"env", "task", "resource", "turn"})

@@ -2,7 +2,7 @@
 
 The env offers a context of named values; a reward asks for the ones it needs by naming its
 parameters. Every env gives ``prediction`` (the final answer text, or None), ``trajectory``
-(the :class:`~agentfly_env.types.Trajectory` so far), ``task`` (the task dict), ``env`` (the env, for
+(the :class:`~agentfly_env.core.types.Trajectory` so far), ``task`` (the task dict), ``env`` (the env, for
 rewards that read its state) and each field of the task by its own name (``answer``, ``tests``, ...).
 
 A reward returns a number, or a :class:`RewardResult` whose components land in ``info``.
@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from agentfly_env.aio import call_function
+from agentfly_env.core.aio import call_function
 
 
 class RewardResult(msgspec.Struct, omit_defaults=True):

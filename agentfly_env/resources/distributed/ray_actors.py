@@ -1,4 +1,4 @@
-"""Envs in async Ray actors: the ``ray`` backend of :func:`~agentfly_env.distributed.make_env_pool`.
+"""Envs in async Ray actors: the ``ray`` backend of :func:`~agentfly_env.resources.distributed.make_env_pool`.
 
 Each actor holds one env and awaits its ``areset``/``astep`` on the actor's event loop; the caller
 gets a :class:`RayEnvHandle` whose methods await Ray's object refs, so a trainer's event loop (vLLM's,
@@ -6,7 +6,7 @@ say) never blocks. The pool leases one actor per episode, pings it before reuse 
 lease comes back broken. Every failure is bounded in time:
 
 * the actor dies (killed, crashed, out of memory, node lost): the call raises
-  :class:`EnvActorDiedError`, a :class:`~agentfly_env.pool.ResourceBrokenError`;
+  :class:`EnvActorDiedError`, a :class:`~agentfly_env.resources.pool.ResourceBrokenError`;
 * a call hangs: :class:`EnvActorTimeoutError` (also a ``ResourceBrokenError``) after ``call_timeout_s``;
 * no node can host the actor: :class:`ActorPlacementError` after ``placement_timeout_s``, naming what
   was requested and what the cluster has.
@@ -16,7 +16,7 @@ Errors the env itself raises (``EnvStateError``, ``TypeError``, ...) come throug
 first actor is made, so this module imports without it.
 
 Example:
-    >>> from agentfly_env.distributed import make_env_pool
+    >>> from agentfly_env.resources.distributed import make_env_pool
     >>> pool = make_env_pool("AgentFly/Math-v0", {"difficulty": 0}, backend="ray", size=4,
     ...                      ray_options={"call_timeout_s": 60})
     >>> async def episode(seed: int) -> float:
@@ -47,8 +47,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentfly_env.distributed.handle import make_env
-from agentfly_env.pool import ResourceBrokenError, ResourceSpec
+from agentfly_env.resources.distributed.handle import make_env
+from agentfly_env.resources.pool import ResourceBrokenError, ResourceSpec
 
 if TYPE_CHECKING:
     from ray.actor import ActorHandle

@@ -2,10 +2,12 @@
 
 The quick start's main job until a model is trained: it shows every env working end to end (tasks,
 tool calls, rewards) with a progress bar and a summary table, and writes the trajectories to JSONL.
+An env that cannot be made from its registration alone (a mixture needs its components, a remote env
+its server's url; an env whose extra is not installed) is skipped, with a line that says why.
 
 Examples::
 
-    agentfly-play                               # 32 expert episodes of every registered env
+    agentfly-play                               # 32 expert episodes of every registered env that can be made
     agentfly-play AgentFly/Math-v0 --episodes 200 --policy random --concurrency 64
 """
 
@@ -24,10 +26,28 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agentfly_env.core import AgentEnv
-from agentfly_env.policies import expert_action, random_action
-from agentfly_env.recording import TrajectoryWriter
+from agentfly_env.core.env import AgentEnv
+from agentfly_env.core.policies import expert_action, random_action
+from agentfly_env.core.recording import TrajectoryWriter
+from agentfly_env.extras import MissingExtraError
 from agentfly_env.registration import registered_ids
+
+
+def why_unplayable(env_id: str) -> str | None:
+    """Why ``env_id`` cannot be played as registered, or None when it can.
+
+    The env is made once from its registration alone: a ``TypeError`` or ``ValueError`` means it needs
+    arguments (``AgentFly/Mix-v0`` its components, ``AgentFly/Remote-v0`` a server's url), a
+    :class:`~agentfly_env.extras.MissingExtraError` an extra to install. Any other error is a bug and
+    propagates.
+    """
+    try:
+        gym.make(env_id).close()
+    except (TypeError, ValueError) as exc:
+        return f"needs arguments: {exc}"
+    except MissingExtraError as exc:
+        return str(exc)
+    return None
 
 
 async def play_episodes(
@@ -97,10 +117,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/play/trajectories.jsonl"))
     args = parser.parse_args(argv)
-    env_ids = args.env_ids or registered_ids()
-    unknown = sorted(set(env_ids) - set(registered_ids()))
+    unknown = sorted(set(args.env_ids) - set(registered_ids()))
     if unknown:
         parser.error(f"unknown env ids {unknown}; registered: {registered_ids()}")
+    reasons = {env_id: why_unplayable(env_id) for env_id in args.env_ids or registered_ids()}
+    skipped = {env_id: reason for env_id, reason in reasons.items() if reason is not None}
+    if args.env_ids and skipped:  # ids asked for by name are played, or the run fails saying why not
+        parser.error("cannot play " + "; ".join(f"{env_id}: {reason}" for env_id, reason in skipped.items()))
+    env_ids = [env_id for env_id, reason in reasons.items() if reason is None]
 
     console = Console(width=None if sys.stdout.isatty() else 120)  # logs are not 80 columns wide
     summaries: dict[str, dict[str, float]] = {}
@@ -140,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for env_id, summary in summaries.items():
         table.add_row(env_id, *(f"{summary[column]:.{1 if column == 'episodes_per_s' else 2}f}" for column in columns))
     console.print(table)
+    for env_id, reason in skipped.items():
+        console.print(f"skipped {env_id}: {reason}", markup=False, highlight=False)
     console.print(f"trajectories: {args.out}")
     return 0
 

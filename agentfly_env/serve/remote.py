@@ -15,7 +15,7 @@ JSON, when it has none) is the observation, ``done`` is ``terminated``, and ``in
 holds the observation's fields as the server sent them.
 
 If the connection drops mid-episode, the step ends the episode as truncated
-(``info["truncation_reason"] == "remote_disconnected"``) and the next ``reset`` connects again; an
+(``info["step"].truncation_reason == "remote_disconnected"``) and the next ``reset`` connects again; an
 error the server reports raises :class:`RemoteEnvError` with OpenEnv's error code.
 
 The session belongs to the event loop that opened it. ``reset``/``step`` from sync code run on one loop
@@ -37,20 +37,17 @@ from typing import Any
 
 import msgspec
 
-from agentfly_env.core import AgentEnv, Transition
+from agentfly_env.core.env import AgentEnv
+from agentfly_env.core.types import EpisodeStart, Step
 from agentfly_env.extras import requires_extra
 from agentfly_env.serve.protocol import decode_frame, encode
-from agentfly_env.types import EpisodeStart, Step
 
 __all__ = ["RemoteConnectionError", "RemoteEnv", "RemoteEnvError", "websocket_url"]
 
-#: ``info`` keys :class:`~agentfly_env.core.AgentEnv` adds itself after a reset and a step; the rest of a
+#: ``info`` keys :class:`~agentfly_env.core.env.AgentEnv` adds itself after a reset and a step; the rest of a
 #: served env's ``info`` is its own, handed back to the base class as such.
 _RESET_KEYS = frozenset({"env_id", "system_prompt", "tools", "turn", "start"})
-_STEP_KEYS = frozenset(
-    {"turn", "tool_calls", "tool_results", "parse_errors", "errors", "success", "reward_components"}
-    | {"truncation_reason", "step"}
-)
+_STEP_KEYS = frozenset({"turn", "step"})
 
 
 class RemoteEnvError(RuntimeError):
@@ -105,7 +102,7 @@ class RemoteEnv(AgentEnv):
             dropped; the server env's own step time counts.
         max_message_bytes: Largest answer accepted.
         env_id: Name of the env until the server names it (an AgentFly server does, on reset).
-        render_mode: As for :class:`~agentfly_env.core.AgentEnv`.
+        render_mode: As for :class:`~agentfly_env.core.env.AgentEnv`.
 
     The turn budget and the observation bound are the server env's; this side adds none.
     """
@@ -164,37 +161,25 @@ class RemoteEnv(AgentEnv):
         info["task"] = start.task
         return start.observation, info
 
-    async def _step(self, action: str) -> Transition:
+    async def _step(self, action: str) -> tuple[Step, dict[str, Any]]:
         try:
             payload = await self._request({"type": "step", "data": {self.action_field: action}})
         except RemoteConnectionError as error:
-            return Transition(
-                f"(the connection to {self.url} was lost: {error})", truncation_reason="remote_disconnected"
-            )
+            lost = f"(the connection to {self.url} was lost: {error})"
+            return Step(observation=lost, reward=0.0, truncation_reason="remote_disconnected"), {}
         observation = payload.get("observation") or {}
         wire_info = observation.get("info")
         if not (isinstance(wire_info, dict) and "step" in wire_info):
             reward = payload.get("reward")
-            return Transition(
-                _text_of(observation),
+            step = Step(
+                observation=_text_of(observation),
                 reward=0.0 if reward is None else float(reward),
                 terminated=bool(payload.get("done")),
-                info={"observation": observation},
             )
-        step = msgspec.convert(wire_info["step"], Step)
-        return Transition(
-            step.observation,
-            reward=step.reward,
-            terminated=step.terminated,
-            truncation_reason=step.truncation_reason,
-            success=step.success,
-            reward_components=step.reward_components,
-            tool_calls=step.tool_calls,
-            tool_results=step.tool_results,
-            parse_errors=step.parse_errors,
-            errors=step.errors,
-            info={key: value for key, value in wire_info.items() if key not in _STEP_KEYS},
-        )
+            return step, {"observation": observation}
+        # The served env's own record, as it made it (the base class's completion changes nothing in it).
+        info = {key: value for key, value in wire_info.items() if key not in _STEP_KEYS}
+        return msgspec.convert(wire_info["step"], Step), info
 
     async def _close(self) -> None:
         if self._ws is None or self._loop is not asyncio.get_running_loop():

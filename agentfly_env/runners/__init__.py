@@ -1,0 +1,1 @@
+"""What plays envs: the env checker, ``agentfly-play`` and the vector env."""
