@@ -121,6 +121,15 @@ def test_finish_tool_answer_mode():
     assert (reward_value, terminated) == (1.0, True)
 
 
+@pytest.mark.parametrize(("arguments", "named"), [("{}", "`answer`"), ('{"solution": "5"}', "`solution`")])
+def test_malformed_finish_call_says_what_is_wrong(arguments, named):
+    env = make_env(answer_mode="tool")
+    env.reset(seed=0)
+    observation, _, terminated, _, info = env.step(call("finish", arguments))
+    assert not terminated and info["step"].errors == {"invalid_arguments": 1}
+    assert "unknown tool" not in observation and named in observation
+
+
 def test_other_parsers_plug_in():
     env = make_env(parser="react")
     _, info = env.reset(seed=0)
