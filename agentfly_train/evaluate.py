@@ -170,7 +170,7 @@ async def _served_episodes(
         try:
             await _play_served(config, client, lease.resource, seed, episode)
         finally:
-            await lease.release(broken=not episode.done)
+            await lease.release(broken=episode.failure is not None or not episode.done)
         return episode
 
     return list(await asyncio.gather(*(play(seed) for seed in seeds)))
@@ -182,6 +182,8 @@ async def _play_served(
     """One episode against a server: messages in, text out, observations appended as messages."""
     rollout = config.rollout
     start = await reset_episode(env, episode, seed)
+    if start is None:
+        return
     messages = first_messages(start.system_prompt, start.observation)
     while episode.model_turns < rollout.max_turns:
         prefill = [{"role": "assistant", "content": rollout.assistant_prefix}] if rollout.assistant_prefix else []
@@ -197,7 +199,7 @@ async def _play_served(
         action = rollout.assistant_prefix + completion.text
         episode.count_turn("length" if completion.finish_reason == "length" else "stop")
         step = await step_episode(env, episode, action)
-        if episode.done:
+        if step is None or episode.done:
             break
         messages += [
             {"role": "assistant", "content": action},

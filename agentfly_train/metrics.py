@@ -43,6 +43,8 @@ def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, float]:
         "parse_errors_per_episode": sum(e.parse_errors for e in episodes) / count,
         "errors_per_episode": sum(e.errors for e in episodes) / count,
         "truncated_rate": sum(e.truncated for e in episodes) / count,
+        # Episodes whose env died or raised: reported here, left out of the loss.
+        "failed_episodes": sum(e.failure is not None for e in episodes),
         "turns_cut_by_budget": sum(e.turns_cut for e in episodes) / max(turns, 1),
         "env_latency_ms": 1000 * sum(e.env_seconds for e in episodes) / max(turns + len(episodes), 1),
     }

@@ -111,7 +111,7 @@ class EpisodeStats:
 
     @property
     def done(self) -> bool:
-        return self.terminated or self.truncated
+        return self.terminated or self.truncated or self.failure is not None
 
     def count_turn(self, finish_reason: str) -> None:
         """Count a model turn and how it ended."""
@@ -140,6 +140,10 @@ class EpisodeStats:
     def truncate(self, reason: str) -> None:
         """Cut the episode for the driver's own reason (a token or turn budget)."""
         self.truncated, self.truncation_reason = True, reason
+
+    def fail(self, error: BaseException) -> None:
+        """End the episode failed: its env died or raised (``failure`` says how)."""
+        self.failure = f"{type(error).__name__}: {error}"
 
 
 @dataclass
@@ -238,20 +242,35 @@ class RolloutResult:
     stats: RolloutStats
 
 
-async def reset_episode(env: EnvHandle, stats: EpisodeStats, seed: int | None) -> EpisodeStart:
-    """Start an episode on a leased env; its opening record begins ``stats.trajectory``."""
+async def reset_episode(env: EnvHandle, stats: EpisodeStats, seed: int | None) -> EpisodeStart | None:
+    """Start an episode on a leased env; its opening record begins ``stats.trajectory``.
+
+    Returns None when the env died or raised: the episode has then failed (``stats.failure``), and the
+    env is for its pool to replace. Every episode driver starts and steps episodes through these two
+    functions, so an env failure ends one episode the same way everywhere, never the batch.
+    """
     started = time.perf_counter()
-    _, info = await env.areset(seed=seed)
-    stats.env_seconds += time.perf_counter() - started
+    try:
+        _, info = await env.areset(seed=seed)
+    except Exception as error:
+        stats.fail(error)
+        return None
+    finally:
+        stats.env_seconds += time.perf_counter() - started
     start: EpisodeStart = info["start"]
     stats.start(start)
     return start
 
 
-async def step_episode(env: EnvHandle, stats: EpisodeStats, action: str) -> Step:
-    """Play one model turn on a leased env and record what the env says about it."""
+async def step_episode(env: EnvHandle, stats: EpisodeStats, action: str) -> Step | None:
+    """Play one model turn on a leased env and record what the env says about it (None: the env
+    died or raised, and the episode has failed, as in :func:`reset_episode`)."""
     started = time.perf_counter()
-    *_, info = await env.astep(action)
+    try:
+        *_, info = await env.astep(action)
+    except Exception as error:
+        stats.fail(error)
+        return None
     step: Step = info["step"]
     stats.record(step, time.perf_counter() - started)
     return step
@@ -325,8 +344,14 @@ class Rollout:
             else:
                 await self._lockstep(episodes, leases, sample_seed, stats)
         finally:
-            # An env left mid-episode (an error, a cancel) may be in any state: the pool replaces it.
-            await asyncio.gather(*(lease.release(broken=not e.done) for lease, e in zip(leases, episodes, strict=True)))
+            # An env that failed, or was left mid-episode (an error, a cancel), may be in any state: the
+            # pool replaces it.
+            await asyncio.gather(
+                *(
+                    lease.release(broken=e.failure is not None or not e.done)
+                    for lease, e in zip(leases, episodes, strict=True)
+                )
+            )
         stats.wall_s = time.perf_counter() - started
         stats.generated_tokens = sum(e.generated_tokens for e in episodes)
         stats.env_s = sum(e.env_seconds for e in episodes)
@@ -339,6 +364,8 @@ class Rollout:
 
     async def _reset(self, env: EnvHandle, episode: Episode) -> None:
         start = await reset_episode(env, episode, episode.seed)
+        if start is None:
+            return
         prompt = self.chat.encode_prompt(start.system_prompt, start.observation) + self.prefix_ids
         episode.append(prompt, generated=False)
         episode.prompt_length = len(prompt)
@@ -363,7 +390,7 @@ class Rollout:
     async def _step(self, env: EnvHandle, episode: Episode, generation: Generation, action: str) -> None:
         """Play a turn; append the observation turn when the episode goes on."""
         step = await step_episode(env, episode, action)
-        if episode.done:
+        if step is None or episode.done:
             return
         if len(episode.turns) >= self.config.max_turns:
             episode.truncate("max_turns")
@@ -382,7 +409,7 @@ class Rollout:
     ) -> None:
         envs = [lease.resource for lease in leases]
         await asyncio.gather(*(self._reset(env, e) for env, e in zip(envs, episodes, strict=True)))
-        active = list(range(len(episodes)))
+        active = [i for i, episode in enumerate(episodes) if not episode.done]  # a reset can fail
         while active:
             requests = {i: self._request(episodes[i], sample_seed) for i in active}
             active = [i for i in active if requests[i] is not None]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 import pytest
 import torch
@@ -390,3 +391,82 @@ def test_a_rollout_over_ray_envs_equals_one_over_local_envs(tokenizer, ray_clust
     ]
     assert all(e.tool_calls == 1 and e.model_turns == 2 for e in local)
     assert [e.trajectory.steps for e in remote] == [e.trajectory.steps for e in local]
+
+
+# ----------------------------------------------------------------------------- envs that die or raise
+
+
+class FragileEnv(AgentEnv):
+    """Raises under ``step`` on the seeds it is told to: an env whose backend died."""
+
+    def __init__(self, failing_seeds=(), **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.failing_seeds = set(failing_seeds)
+
+    async def _reset(self, seed, options):
+        self.seed = seed
+        return "Talk.", {}
+
+    async def _step(self, action):
+        if self.seed in self.failing_seeds:
+            raise ConnectionResetError("the backend hung up")
+        return Step(observation="ok", reward=1.0, terminated=self.turn >= 2), {}
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_an_env_that_raises_fails_its_episode_and_the_rollout_goes_on(tokenizer, overlap):
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    envs = make_env_pool(lambda: FragileEnv(failing_seeds={2}), size=4)
+    generator = ScriptedGenerator([(ids(tokenizer, "hi") + [end], "stop")] * 2, opening(tokenizer))
+    config = RolloutConfig(samples_per_prompt=2, max_turns=3, overlap=overlap)
+    episodes = Rollout(envs, ChatFormat(tokenizer), generator, config).run([1, 2], sample_seed=0).episodes
+    healthy, failed = episodes[:2], episodes[2:]
+    assert all(e.failure is None and e.terminated and e.reward == 2.0 for e in healthy)
+    assert all(e.failure == "ConnectionResetError: the backend hung up" and e.done and e.reward == 0.0 for e in failed)
+    assert envs.stats().failures == 2 and envs.stats().destroyed == 2  # the pool replaced the envs that failed
+    assert envs.stats().in_use == 0
+
+
+def test_a_killed_env_actor_fails_its_episode_and_the_rollout_goes_on(tokenizer, ray_cluster):
+    """One env actor of four is killed with SIGKILL between two model turns: its episode ends failed with
+    the reason, the other three finish, and the pool replaces the dead actor."""
+    import ray
+    from ray.exceptions import RayActorError
+
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    call = ids(tokenizer, '<tool_call>{"name": "calculator", "arguments": {"expression": "2 + 3"}}</tool_call>') + [end]
+    answer = ids(tokenizer, "<answer>5</answer>") + [end]
+    envs = make_env_pool("AgentFly/Math-v0", {"difficulty": 0}, backend="ray", size=4)
+    leased = []
+    acquire = envs.acquire
+
+    async def recording_acquire(*args, **kwargs):
+        lease = await acquire(*args, **kwargs)
+        leased.append(lease.resource)
+        return lease
+
+    envs.acquire = recording_acquire
+
+    class KillingGenerator(ScriptedGenerator):
+        def generate(self, requests, params):
+            if self.turns_served == 1:  # the first turn was played everywhere: kill one env mid-episode
+                victim = leased[0].actor
+                ray.kill(victim, no_restart=True)
+                with pytest.raises(RayActorError):  # ray.kill is asynchronous: wait until it is dead
+                    for _ in range(600):
+                        ray.get(victim.ping.remote(), timeout=5)
+                        time.sleep(0.05)
+            self.turns_served += 1
+            return super().generate(requests, params)
+
+    generator = KillingGenerator([(call, "stop"), (answer, "stop")], opening(tokenizer))
+    generator.turns_served = 0
+    config = RolloutConfig(samples_per_prompt=2, max_turns=3, overlap=False)
+    try:
+        episodes = Rollout(envs, ChatFormat(tokenizer), generator, config).run([3, 4], sample_seed=0).episodes
+        failed = [e for e in episodes if e.failure is not None]
+        assert len(failed) == 1 and "EnvActorDiedError" in failed[0].failure and failed[0].reward == 0.0
+        assert all(e.terminated and e.tool_calls == 1 and e.model_turns == 2 for e in episodes if e.failure is None)
+        assert run_sync(envs.acquire(timeout=60)) is not None  # the pool still lends envs
+    finally:
+        run_sync(envs.close())

@@ -78,7 +78,7 @@ import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from agentfly_env.resources.distributed import make_env_pool
-from agentfly_env.resources.pool import Lease, ResourceBrokenError, ResourcePool
+from agentfly_env.resources.pool import Lease, ResourcePool
 from agentfly_train.backends.openrlhf.config import ENV_POOLS
 from agentfly_train.chat import ChatFormat
 from agentfly_train.rollout import EpisodeStats, reset_episode, step_episode
@@ -246,7 +246,6 @@ class AgentInstance(AgentInstanceBase):
             ) from None
         # The same bookkeeping the local rollout keeps (rewards, tool calls, errors, success, end flags).
         self._played = EpisodeStats()
-        self._failed = False
 
     async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         """Lease an env and start the label's task; the prompt row already shows its first observation."""
@@ -255,9 +254,12 @@ class AgentInstance(AgentInstanceBase):
         episode.lease = await env_pool(label, episode.settings).acquire(timeout=episode.settings.lease_timeout_s)
         try:
             start = await reset_episode(episode.lease.resource, self._played, label.seed)
-        except BaseException as error:
-            await episode.release(broken=isinstance(error, ResourceBrokenError))
+        except BaseException:  # cancelled: the env may be mid-reset
+            await episode.release(broken=True)
             raise
+        if start is None:  # OpenRLHF's loop has no failed reset: the error goes to it, the env to its pool
+            await episode.release(broken=True)
+            raise RuntimeError(f"{label.env_id} failed to start seed {label.seed}: {self._played.failure}")
         if start.observation not in states["observation"]:
             logger.warning(
                 "the prompt does not contain %s's first observation for seed %s: the prompt file was written by "
@@ -274,14 +276,12 @@ class AgentInstance(AgentInstanceBase):
             raise RuntimeError("step() after the episode ended (or before reset())")
         action = episode.chat.strip_end_of_turn(states["action_text"])
         self._played.count_turn("stop")
-        try:
-            step = await step_episode(episode.lease.resource, self._played, action)
-        except ResourceBrokenError as error:
-            # The env's backend died (a killed actor, a crashed engine): the pool replaces it, the
+        step = await step_episode(episode.lease.resource, self._played, action)
+        if step is None:
+            # The env died or raised (a killed actor, a crashed engine): the pool replaces it, the
             # episode ends as failed with no reward rather than taking the rollout down.
-            logger.warning("episode failed, its env broke: %s", error)
+            logger.warning("episode failed: %s", self._played.failure)
             await episode.release(broken=True)
-            self._failed = True
             return self._result(0.0, "", done=True)
         if self._played.done:
             await episode.release()
@@ -310,7 +310,7 @@ class AgentInstance(AgentInstanceBase):
                 "env_latency_s": played.env_seconds,
                 "truncated": float(played.truncated),
                 "truncation_context": float(played.truncation_reason == "context"),
-                "failed": float(self._failed),
+                "failed": float(self._played.failure is not None),
             },
         }
 
