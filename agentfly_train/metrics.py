@@ -5,10 +5,11 @@ same scalars to TensorBoard, and to Weights & Biases when asked. :func:`plot_rew
 run's reward from ``metrics.jsonl`` into a PNG at the end (or any time later).
 
 Example:
-    >>> from agentfly_train.rollout import Episode
-    >>> episodes = [Episode(0, 0, 0, reward=1.0, success=True), Episode(0, 1, 0, reward=0.0, truncated=True,
-    ...             truncation_reason="max_turns")]
-    >>> stats = episode_metrics(episodes)
+    >>> from agentfly_env.core.types import Step, Trajectory
+    >>> def played(reward, **ending):
+    ...     step = Step(observation="", reward=reward, success=reward > 0, **ending)
+    ...     return Episode(0, 0, 0, trajectory=Trajectory(env_id="math", observation="", steps=[step]))
+    >>> stats = episode_metrics([played(1.0, terminated=True), played(0.0, truncated=True, truncation_reason="max_turns")])
     >>> stats["reward_mean"], stats["success_rate"], stats["truncated_rate"], stats["truncated_max_turns"]
     (0.5, 0.5, 0.5, 1)
 """
@@ -23,34 +24,40 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from agentfly_env.core.types import EpisodeSummary, summarize
 from agentfly_train.rollout import Episode, EpisodeStats
 
 
 def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, float]:
-    """Per-episode means over a batch: reward, success, turns, tool calls, errors, truncations."""
+    """Per-episode means over a batch (:func:`~agentfly_env.core.types.summarize`'s reward, success, turns,
+    tool calls, errors, truncations) and the trainer's own: the reward's spread, budget cuts, env latency,
+    failed episodes and each truncation reason."""
     count = max(len(episodes), 1)
     rewards = [e.reward for e in episodes]
     mean = sum(rewards) / count
     turns = sum(e.model_turns for e in episodes)
-    metrics: dict[str, float] = {
-        "episodes": len(episodes),
-        "reward_mean": mean,
-        "reward_std": math.sqrt(sum((r - mean) ** 2 for r in rewards) / count),
-        "reward_max": max(rewards, default=0.0),
-        "success_rate": sum(e.success for e in episodes) / count,
-        "turns_per_episode": turns / count,
-        "tool_calls_per_episode": sum(e.tool_calls for e in episodes) / count,
-        "parse_errors_per_episode": sum(e.parse_errors for e in episodes) / count,
-        "errors_per_episode": sum(e.errors for e in episodes) / count,
-        "truncated_rate": sum(e.truncated for e in episodes) / count,
+    metrics: dict[str, float] = summarize(_with_driver_cut(e) for e in episodes)
+    metrics.update(
+        reward_std=math.sqrt(sum((r - mean) ** 2 for r in rewards) / count),
+        reward_max=max(rewards, default=0.0),
+        turns_per_episode=turns / count,  # the model's turns: an episode the driver cut has one unstepped
+        turns_cut_by_budget=sum(e.turns_cut for e in episodes) / max(turns, 1),
+        env_latency_ms=1000 * sum(e.env_seconds for e in episodes) / max(turns + len(episodes), 1),
         # Episodes whose env died or raised: reported here, left out of the loss.
-        "failed_episodes": sum(e.failure is not None for e in episodes),
-        "turns_cut_by_budget": sum(e.turns_cut for e in episodes) / max(turns, 1),
-        "env_latency_ms": 1000 * sum(e.env_seconds for e in episodes) / max(turns + len(episodes), 1),
-    }
+        failed_episodes=sum(e.failure is not None for e in episodes),
+    )
     for reason, number in Counter(e.truncation_reason for e in episodes if e.truncated).items():
         metrics[f"truncated_{reason}"] = number
     return metrics
+
+
+def _with_driver_cut(episode: EpisodeStats) -> EpisodeSummary:
+    """The env's summary of an episode with the driver's cut on top (a cut episode counts as truncated)."""
+    return msgspec.structs.replace(
+        episode.summary, truncated=episode.truncated, truncation_reason=episode.truncation_reason
+    )
 
 
 #: The numbers :func:`per_env_metrics` reports for each env of a mixed batch.
@@ -62,8 +69,8 @@ def per_env_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, float]:
     the one the trajectory names (in a mixed run, the component's name).
 
     Example:
-        >>> from agentfly_env.core.types import Trajectory
-        >>> played = [Episode(0, c, 0, reward=c, trajectory=Trajectory(env_id=env, observation=""))
+        >>> from agentfly_env.core.types import Step, Trajectory
+        >>> played = [Episode(0, c, 0, trajectory=Trajectory(env_id=env, observation="", steps=[Step(observation="", reward=c)]))
         ...           for c, env in enumerate(["math", "search", "search"])]
         >>> per_env_metrics(played)["search/reward_mean"], per_env_metrics(played)["math/episodes"]
         (1.5, 1)

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from agentfly_env.core.aio import run_sync
-from agentfly_env.core.types import EpisodeStart, Step, Trajectory
+from agentfly_env.core.types import EpisodeStart, EpisodeSummary, Step, Trajectory
 from agentfly_env.resources.distributed import EnvHandle
 from agentfly_env.resources.pool import Lease, ResourcePool
 from agentfly_train.chat import ChatFormat
@@ -75,43 +75,75 @@ class Turn:
 
 @dataclass(kw_only=True)
 class EpisodeStats:
-    """What an episode did, by the env's account: the counters every episode driver keeps alike
-    (the local rollout, evaluation against a server, the OpenRLHF plug-in).
+    """What an episode did: the env's account (its trajectory, as the env recorded it) and the driver's
+    own counters, kept alike by every episode driver (the local rollout, evaluation against a server,
+    the OpenRLHF plug-in).
+
+    Reward, success, tool calls, errors and the ending are derived from the trajectory
+    (:class:`~agentfly_env.core.types.EpisodeSummary`), with the driver's own cut (a token or turn budget)
+    and an env failure on top.
 
     Attributes:
-        reward: Sum of the env's rewards.
-        success: The env's ``success`` on the last step.
-        terminated: The env ended the episode (solved, failed, answered).
-        truncated: The episode was cut: by the env, the turn limit or the token budget.
-        truncation_reason: ``max_turns``, ``max_tokens`` or the env's reason.
+        trajectory: The episode as the env recorded it, step by step (None until it started).
         model_turns: Turns the model took.
         turns_cut: Turns the per-turn token budget cut (``finish_reason == "length"``).
-        tool_calls: Tool calls the env parsed over the episode.
-        parse_errors: Malformed tool calls over the episode.
-        errors: All errors the env counted (parse errors, unknown tools, failures, ...).
         env_seconds: Time spent in ``areset`` and ``astep``.
-        trajectory: The episode as the env recorded it, step by step.
+        cut_reason: Why the driver cut the episode (``max_turns``, ``max_tokens``, ``context``), if it did.
         failure: Why the episode failed for a reason outside the model (its env died or raised), or None.
             Such an episode is reported but left out of the loss and of its group's baseline.
     """
 
-    reward: float = 0.0
-    success: bool = False
-    terminated: bool = False
-    truncated: bool = False
-    truncation_reason: str | None = None
+    trajectory: Trajectory | None = None
     model_turns: int = 0
     turns_cut: int = 0
-    tool_calls: int = 0
-    parse_errors: int = 0
-    errors: int = 0
     env_seconds: float = 0.0
-    trajectory: Trajectory | None = None
+    cut_reason: str | None = None
     failure: str | None = None
 
     @property
+    def summary(self) -> EpisodeSummary:
+        """The env's account of the episode so far."""
+        return EpisodeSummary.of(self.trajectory.steps if self.trajectory is not None else ())
+
+    @property
+    def reward(self) -> float:
+        return self.summary.reward
+
+    @property
+    def success(self) -> bool:
+        return self.summary.success
+
+    @property
+    def tool_calls(self) -> int:
+        return self.summary.tool_calls
+
+    @property
+    def parse_errors(self) -> int:
+        return self.summary.parse_errors
+
+    @property
+    def errors(self) -> int:
+        return self.summary.errors
+
+    @property
+    def terminated(self) -> bool:
+        return self.summary.terminated
+
+    @property
+    def truncated(self) -> bool:
+        """Cut: by the env (its turn limit, a backend) or by the driver's budget."""
+        summary = self.summary
+        return summary.truncated or (self.cut_reason is not None and not summary.terminated)
+
+    @property
+    def truncation_reason(self) -> str | None:
+        summary = self.summary
+        return summary.truncation_reason if summary.truncated else self.cut_reason if self.truncated else None
+
+    @property
     def done(self) -> bool:
-        return self.terminated or self.truncated or self.failure is not None
+        summary = self.summary
+        return summary.terminated or summary.truncated or self.cut_reason is not None or self.failure is not None
 
     def count_turn(self, finish_reason: str) -> None:
         """Count a model turn and how it ended."""
@@ -123,23 +155,14 @@ class EpisodeStats:
         self.trajectory = Trajectory.begin(start)
 
     def record(self, step: Step, seconds: float = 0.0) -> None:
-        """Add an env step: its reward, tool calls, errors, success and end flags (and to the trajectory)."""
-        self.reward += step.reward
-        self.tool_calls += len(step.tool_calls)
-        self.parse_errors += step.errors.get("parse_error", 0)
-        self.errors += sum(step.errors.values())
-        self.success = step.success
+        """Add an env step, as the env recorded it, to the trajectory."""
         self.env_seconds += seconds
-        if self.trajectory is not None:
-            self.trajectory.steps.append(step)
-            self.trajectory.latency_s.append(seconds)
-        if step.terminated or step.truncated:
-            self.terminated, self.truncated = step.terminated, step.truncated and not step.terminated
-            self.truncation_reason = step.truncation_reason if self.truncated else None
+        assert self.trajectory is not None, "record() before start()"
+        self.trajectory.add(step, seconds)
 
     def truncate(self, reason: str) -> None:
         """Cut the episode for the driver's own reason (a token or turn budget)."""
-        self.truncated, self.truncation_reason = True, reason
+        self.cut_reason = reason
 
     def fail(self, error: BaseException) -> None:
         """End the episode failed: its env died or raised (``failure`` says how)."""

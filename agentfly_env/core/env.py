@@ -162,11 +162,10 @@ class AgentEnv(gym.Env[str, str]):
         info["turn"] = self.turn
         info["step"] = record
         assert self.trajectory is not None
-        self.trajectory.steps.append(record)
-        if record.terminated or record.truncated:
+        self.trajectory.add(record, time.perf_counter() - started)
+        if record.terminated or record.truncated:  # release what the episode held (not in its step's time)
             self._needs_reset = True
             await self._finish_episode()
-        self.trajectory.latency_s.append(time.perf_counter() - started)
         return record.observation, record.reward, record.terminated, record.truncated, info
 
     async def aclose(self) -> None:

@@ -10,7 +10,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -148,15 +149,95 @@ class Trajectory(msgspec.Struct, omit_defaults=True):
             system_prompt=start.system_prompt,
         )
 
+    def add(self, step: Step, latency_s: float) -> None:
+        """Append a step as the env made it, with its wall time: the one way a trajectory grows, in the
+        env and in every driver that keeps the records an env sends it."""
+        self.steps.append(step)
+        self.latency_s.append(latency_s)
+
+    def summary(self) -> EpisodeSummary:
+        """What the episode came to (reward, success, turns, tool calls, errors, ending)."""
+        return EpisodeSummary.of(self.steps)
+
     @property
     def total_reward(self) -> float:
-        return sum(step.reward for step in self.steps)
+        return self.summary().reward
 
     @property
     def success(self) -> bool:
         """Whether the episode solved its task (its last step says so)."""
-        return bool(self.steps) and self.steps[-1].success
+        return self.summary().success
 
     @property
     def done(self) -> bool:
-        return bool(self.steps) and (self.steps[-1].terminated or self.steps[-1].truncated)
+        summary = self.summary()
+        return summary.terminated or summary.truncated
+
+
+class StepLike(Protocol):
+    """What a summary reads of a step: a :class:`~agentfly_env.core.types.Step`, or a partial decode of one."""
+
+    reward: float
+    terminated: bool
+    truncated: bool
+    success: bool
+    truncation_reason: str | None
+    tool_calls: Sequence[Any]
+    errors: Mapping[str, int]
+
+
+class EpisodeSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """What an episode came to, by its steps.
+
+    Attributes:
+        reward: The sum of its rewards.
+        success: The last step's ``success``.
+        turns: Steps taken.
+        tool_calls: Tool calls over the episode.
+        parse_errors: Turns' text that could not be read as a call, counted.
+        errors: Every error the env counted (parse errors, unknown tools, failures, ...).
+        terminated: The env ended it (solved, failed, answered).
+        truncated: It was cut (the turn budget, a backend failure); ``truncation_reason`` says why.
+    """
+
+    reward: float = 0.0
+    success: bool = False
+    turns: int = 0
+    tool_calls: int = 0
+    parse_errors: int = 0
+    errors: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    truncation_reason: str | None = None
+
+    @classmethod
+    def of(cls, steps: Sequence[StepLike]) -> EpisodeSummary:
+        """The summary of an episode's steps (none: an episode that has not been played)."""
+        last = steps[-1] if steps else None
+        return cls(
+            reward=sum(step.reward for step in steps),
+            success=last is not None and last.success,
+            turns=len(steps),
+            tool_calls=sum(len(step.tool_calls) for step in steps),
+            parse_errors=sum(step.errors.get("parse_error", 0) for step in steps),
+            errors=sum(sum(step.errors.values()) for step in steps),
+            terminated=last is not None and last.terminated,
+            truncated=last is not None and last.truncated,
+            truncation_reason=last.truncation_reason if last is not None else None,
+        )
+
+
+def summarize(summaries: Iterable[EpisodeSummary]) -> dict[str, float]:
+    """Means per episode over many: reward, success, turns, tool calls, parse errors, errors, truncations."""
+    played = list(summaries)
+    count = max(len(played), 1)
+    return {
+        "episodes": len(played),
+        "reward_mean": sum(s.reward for s in played) / count,
+        "success_rate": sum(s.success for s in played) / count,
+        "turns_per_episode": sum(s.turns for s in played) / count,
+        "tool_calls_per_episode": sum(s.tool_calls for s in played) / count,
+        "parse_errors_per_episode": sum(s.parse_errors for s in played) / count,
+        "errors_per_episode": sum(s.errors for s in played) / count,
+        "truncated_rate": sum(s.truncated for s in played) / count,
+    }

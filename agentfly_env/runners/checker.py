@@ -12,22 +12,14 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 
+from agentfly_env.core.episode import play_episode
 from agentfly_env.core.policies import expert_action, random_action
 from agentfly_env.core.types import Trajectory
 
 
 def rollout(env: gym.Env, seed: int, *, expert: bool = True, max_steps: int = 50) -> Trajectory:
     """Play one episode with a scripted policy and return its record."""
-    env.reset(seed=seed)
-    env.unwrapped.action_space.seed(seed)
-    for _ in range(max_steps):
-        action = expert_action(env) if expert else random_action(env)
-        _, _, terminated, truncated, _ = env.step(action)
-        if terminated or truncated:
-            break
-    trajectory = env.unwrapped.trajectory
-    assert trajectory is not None
-    return trajectory
+    return play_episode(env, expert_action if expert else random_action, seed=seed, max_steps=max_steps)
 
 
 def check_determinism(env_id: str, seed: int = 7, **kwargs: Any) -> None:
