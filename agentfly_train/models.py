@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agentfly_env.resources.cache_dir import cache_dir as agentfly_cache_dir
 from agentfly_env.resources.files import build_once
 from agentfly_train.config import BUNDLED_MODEL_NAMES
 
@@ -53,9 +54,9 @@ def bundled_gguf() -> Path:
 
 
 def model_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The model cache: ``cache_dir``, else ``$AGENTFLY_MODEL_CACHE``, else ``~/.cache/agentfly/models``."""
-    chosen = cache_dir or os.environ.get(CACHE_ENV) or "~/.cache/agentfly/models"
-    return Path(chosen).expanduser()
+    """The model cache: ``cache_dir``, else ``$AGENTFLY_MODEL_CACHE``, else ``models`` in the AgentFly cache
+    (``$AGENTFLY_CACHE_DIR``, else ``~/.cache/agentfly``; see :mod:`agentfly_env.resources.cache_dir`)."""
+    return Path(cache_dir).expanduser() if cache_dir else agentfly_cache_dir("models", CACHE_ENV)
 
 
 def resolve_model_path(path: str, cache_dir: str | os.PathLike[str] | None = None) -> str:

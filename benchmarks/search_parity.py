@@ -18,6 +18,12 @@ bare string as the golden answer; and final turns (several, nested, empty, unclo
 ``<answer>`` tags) that the original scores with ``compute_score_em`` on its released prompt followed by
 the turn cut as its rollout cuts one (at the first ``</search>``, else the first ``</answer>``).
 Step 1's file is the fixture ``tests/envs/test_search_parity.py`` replays.
+
+Of two answers in one turn, the original scores the first: ``qa_em``'s ``extract_solution`` takes the
+last ``<answer>`` of the whole sequence, but its rollout (``_postprocess_responses`` in
+``search_r1/llm_agent/generation.py``) has already cut the turn after its first ``</answer>``, so the
+last answer of the sequence is the turn's first. The turns ``<answer>A</answer><answer>B</answer>`` and
+``<answer>A</answer> then <answer>B</answer>`` check it.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from agentfly_env.core.aio import call_function
 from agentfly_env.core.text import truncate_text
 from agentfly_env.core.types import ToolResult
 from agentfly_env.resources.pool import ResourceBrokenError
+from agentfly_env.tools.cache import Cache, cache_key
 
 #: Parameter names the env fills in; they never appear in the schema.
 INJECTED_PARAMETERS = frozenset({"env", "task", "resource", "turn"})
@@ -251,6 +252,7 @@ class Tool:
         call_id: str | None = None,
         injected: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
+        cache: Cache | None = None,
     ) -> ToolResult:
         """Run the tool and describe the outcome; never raises for bad arguments or tool failures.
 
@@ -259,12 +261,31 @@ class Tool:
             call_id: The id of the call, copied into the result.
             injected: Values for the reserved parameters (``env``, ``task``, ``resource``, ``turn``).
             timeout_s: Overrides the tool's own timeout.
+            cache: For a tool declared ``cache=True``: where its results are looked up and stored, keyed
+                by the tool's name and its validated arguments (so ``"x"`` and ``{"query": "x"}`` share an
+                entry). Arguments that do not validate are not looked up: they count as neither a hit
+                nor a miss. Only successful results are stored.
+
+        Example:
+            >>> from agentfly_env.tools.cache import MemoryCache
+            >>> @tool(cache=True)
+            ... def square(x: int) -> int:
+            ...     return x * x
+            >>> async def three_calls(cache):
+            ...     return [(await square.call(arguments, cache=cache)).cached for arguments in ({"x": 3}, {"x": 3}, {"y": 3})]
+            >>> cache = MemoryCache()
+            >>> asyncio.run(three_calls(cache)), (cache.stats().hits, cache.stats().misses)
+            ([False, True, False], (1, 1))
         """
         timeout = self.timeout_s if timeout_s is None else timeout_s
         try:
             kwargs = self.bind_arguments(arguments)
         except ValueError as error:
             return ToolResult(self.name, str(error), "invalid_arguments", call_id)
+        cache = cache if self.cache else None  # a tool not declared cache=True is never cached
+        key = cache_key(f"tool:{self.name}", kwargs) if cache is not None else ""
+        if cache is not None and (hit := await cache.get(key)) is not None:
+            return ToolResult(self.name, hit.decode(), None, call_id, cached=True)
         if self.injected:
             injected = injected or {}
             for parameter in self.injected:
@@ -289,6 +310,8 @@ class Tool:
                 call_id,
             )
         output = truncate_text(_stringify(value), self.max_output_chars)
+        if cache is not None:
+            await cache.set(key, output.encode())
         return ToolResult(self.name, output, None, call_id)
 
 

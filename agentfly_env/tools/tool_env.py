@@ -42,7 +42,7 @@ from agentfly_env.core.spaces import ToolCallSpace
 from agentfly_env.core.tasks import TaskSource
 from agentfly_env.core.types import ParseResult, Step, ToolCall, ToolResult
 from agentfly_env.resources.pool import Lease, ResourceManager, default_manager
-from agentfly_env.tools.cache import Cache, cache_key, make_cache
+from agentfly_env.tools.cache import Cache, make_cache
 from agentfly_env.tools.parsing import Parser, get_parser
 from agentfly_env.tools.rewards import Reward
 from agentfly_env.tools.tool import Tool, tool
@@ -293,33 +293,21 @@ class ToolEnv(AgentEnv):
             return ToolResult(
                 call.name, f"Error: unknown tool `{call.name}`. Available tools: {known}.", "unknown_tool", call.id
             )
-        if chosen.cache and self.cache is not None:
-            return await self._run_cached(chosen, call)
         injected: dict[str, Any] = {"env": self, "task": self.task, "turn": turn}
         if chosen.resource is not None:
             try:
                 injected["resource"] = await self._lease(chosen.resource)
             except Exception as error:  # pool exhausted, backend failed to start
                 return ToolResult(call.name, f"Error: `{call.name}` is unavailable: {error}", "tool_error", call.id)
-        result = await chosen.call(call.arguments, call_id=call.id, injected=injected, timeout_s=self.tool_timeout_s)
+        # A cached tool (never a stateful one) looks its validated arguments up in the env's cache.
+        result = await chosen.call(
+            call.arguments, call_id=call.id, injected=injected, timeout_s=self.tool_timeout_s, cache=self.cache
+        )
         if result.error in ("timeout", "resource_broken") and chosen.resource is not None:
             # A backend that missed its deadline may be wedged, a broken one is gone: replace it, and
             # say the state is gone.
             await self._release(chosen.resource, broken=True)
             result.output += " Its session was restarted; earlier state is lost."
-        return result
-
-    async def _run_cached(self, chosen: Tool, call: ToolCall) -> ToolResult:
-        assert self.cache is not None
-        key = cache_key(f"tool:{chosen.name}", call.arguments)
-        hit = await self.cache.get(key)
-        if hit is not None:
-            return ToolResult(chosen.name, hit.decode(), None, call.id, cached=True)
-        result = await chosen.call(
-            call.arguments, call_id=call.id, injected={"env": self, "task": self.task}, timeout_s=self.tool_timeout_s
-        )
-        if result.error is None:
-            await self.cache.set(key, result.output.encode())
         return result
 
     async def _lease(self, pool_name: str) -> Any:

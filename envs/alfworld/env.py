@@ -95,7 +95,8 @@ class ALFWorldEnv(ToolEnv):
             split's; e.g. ``range(1, 31)`` for kitchens only).
         game_seed: For generated games: the base seed of the whole set (episode seeds pick games in it).
         cache_dir: For generated games: where they are written (default
-            :func:`~agentfly_envs.alfworld.games.cache_root`, or ``$AGENTFLY_ALFWORLD_CACHE_DIR``).
+            :func:`~agentfly_envs.alfworld.games.cache_root`: ``$AGENTFLY_ALFWORLD_CACHE_DIR``, else
+            ``alfworld`` in ``$AGENTFLY_CACHE_DIR``).
         pool: Name of the engine pool in the resource manager; envs with the same manager and name share
             its engines (size it in the manager's config, see
             :data:`~agentfly_envs.alfworld.engine.DEFAULT_POOL_CONFIG`).

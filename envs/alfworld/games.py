@@ -40,6 +40,7 @@ from typing import Any
 import alfworld.gen.constants as alfred
 
 from agentfly_env.core.tasks import TaskSource
+from agentfly_env.resources.cache_dir import cache_dir
 from agentfly_env.resources.files import atomic_path
 from agentfly_envs.alfworld.engine import Engine
 from agentfly_envs.alfworld.generator import (

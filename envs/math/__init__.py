@@ -32,6 +32,7 @@ from agentfly_envs.math.calculator import CalculatorError, evaluate
 with requires_extra("math", "reasoning_gym", feature="AgentFly/Math-v0"):
     import reasoning_gym
     from reasoning_gym.factory import CURRICULA, DATASETS
+    from reasoning_gym.utils import extract_answer
 
 __all__ = ["MathEnv", "ReasoningGymTasks", "calculator", "dataset_names"]
 
@@ -188,6 +189,13 @@ class MathEnv(ToolEnv):
             reward=reward(self._score, name="reasoning_gym"),
             **kwargs,
         )
+
+    def find_answer(self, action: str, calls: Sequence[ToolCall]) -> str | None:
+        """The turn's final answer as reasoning-gym reads one, with its own ``extract_answer``: of several
+        ``<answer>`` tags in a turn, the last counts (ToolEnv's default takes the first)."""
+        if self.answer_mode == "tag":
+            return extract_answer(action, tag_name=self.answer_tag)
+        return super().find_answer(action, calls)
 
     def _score(self, prediction: str | None, task: dict[str, Any]) -> RewardResult:
         score = self.task_source.score(prediction, task)

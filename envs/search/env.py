@@ -6,6 +6,9 @@ golden answer; both are in ``info["step"].reward_components``. Tool results are 
 Redis or SQLite through ``cache=``); each step's ``info["cache"]`` has the step's hits and misses and
 the cache's running totals, including Redis fallbacks.
 
+Of two answers in one turn the first counts, as in Search-R1, whose rollout ends a turn at its first
+``</answer>`` (see ``benchmarks/search_parity.py``).
+
 By default the corpus and questions are generated (see :mod:`agentfly_envs.search.generate`); give
 ``corpus=`` and ``qa=`` for real data in the wiki-18 and QA JSONL layouts.
 
@@ -95,8 +98,8 @@ class SearchEnv(ToolEnv):
         web_search_provider: A registered provider name (``"local"``: the local index) or a
             :class:`~agentfly_envs.search.web.SearchProvider`.
         reward_metric: ``"em"`` (default) or ``"f1"`` as the reward; both are always reported.
-        index_dir: Where indexes are built and shared (default ``$AGENTFLY_SEARCH_INDEX_DIR`` or
-            ``~/.cache/agentfly/search``).
+        index_dir: Where indexes are built and shared (default ``$AGENTFLY_SEARCH_INDEX_DIR``, else
+            ``search`` in ``$AGENTFLY_CACHE_DIR``, else ``~/.cache/agentfly/search``).
         progress: Show progress bars while building indexes (None: only on a terminal).
         cache: Cache of tool results: a :class:`~agentfly_env.tools.cache.Cache` (shared, not closed by the
             env), or a spec such as ``"redis://localhost:6379/0"`` (default: ``$AGENTFLY_CACHE``, else
@@ -207,7 +210,8 @@ class SearchEnv(ToolEnv):
     async def _step(self, action: str) -> tuple[Step, dict[str, Any]]:
         step, info = await super()._step(action)
         assert self.cache is not None
-        cached = [item for item in step.tool_results if item.name in self.tools]
+        # Calls whose arguments did not validate never reached the cache: neither hits nor misses.
+        cached = [item for item in step.tool_results if item.name in self.tools and item.error != "invalid_arguments"]
         hits = sum(item.cached for item in cached)
         info["cache"] = {
             "step_hits": hits,

@@ -20,7 +20,8 @@ shares the same pages).
 6. *Size.* Title and text are stored in tantivy's compressed document store (no second copy of the
    corpus); postings keep term frequencies but no positions (``index_option="freq"``): BM25 needs no
    phrase queries, and positions would be the largest part of the index. English stop words are
-   not indexed (nor searched), and words are Porter-stemmed, as in Pyserini's default analyzer.
+   not indexed (nor searched), and words are Porter-stemmed, as in Pyserini's default analyzer
+   (:mod:`agentfly_envs._tantivy`, which WebShop's index shares).
 7. *Atomic.* Everything is written into a temp dir beside the target and renamed into place after the
    last commit, with ``agentfly-index.json`` (counts, timing, fingerprint), by
    :func:`agentfly_env.resources.files.build_once`. Readers never see a partial index; a builder that died leaves
@@ -65,7 +66,17 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from agentfly_env.resources.cache_dir import cache_dir
 from agentfly_env.resources.files import build_once
+from agentfly_envs._tantivy import (
+    MAX_TOKEN_BYTES,
+    STOP_WORDS,
+    add_text_fields,
+    any_term_query,
+    create_index,
+    english_analyzer,
+    open_index_dir,
+)
 from agentfly_envs.search.corpus import CorpusSource
 
 __all__ = [
@@ -100,45 +111,30 @@ class Hit(msgspec.Struct, frozen=True):
 
 
 def default_index_dir() -> Path:
-    """``$AGENTFLY_SEARCH_INDEX_DIR``, else ``$XDG_CACHE_HOME/agentfly/search`` (``~/.cache/...``)."""
-    configured = os.environ.get(INDEX_DIR_ENV)
-    if configured:
-        return Path(configured)
-    cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache_home) / "agentfly" / "search"
+    """``$AGENTFLY_SEARCH_INDEX_DIR``, else ``search`` in the AgentFly cache (``$AGENTFLY_CACHE_DIR``,
+    else ``~/.cache/agentfly``; see :func:`~agentfly_env.resources.cache_dir.cache_dir`)."""
+    return cache_dir("search", INDEX_DIR_ENV)
 
 
 def query_terms(query: str) -> list[str]:
-    """The words of a free-text query, lower-cased, with tantivy's query syntax stripped.
+    """The words of a free-text query, lower-cased: runs of letters and digits, as the analyzer splits
+    them (query syntax and underscores are separators).
 
     Example:
-        >>> query_terms('title:"Velmouth" AND (population OR -river)')
-        ['title', 'velmouth', 'and', 'population', 'or', 'river']
+        >>> query_terms('title:"Velmouth" AND (population OR -river) Shirley_Temple')
+        ['title', 'velmouth', 'and', 'population', 'or', 'river', 'shirley', 'temple']
     """
-    return re.findall(r"\w+", query.lower())[:MAX_QUERY_TERMS]
+    return re.findall(r"[^\W_]+", query.lower())[:MAX_QUERY_TERMS]
 
 
-#: The analyzer of titles, texts and queries: English stop words and Porter stemming, as in the
-#: Lucene analyzer that Pyserini's BM25 (Search-R1's retriever) uses.
-ANALYZER = "agentfly_en"
-
-
-def _analyzer() -> tantivy.TextAnalyzer:
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stopword("english"))
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
+#: The fields a query searches.
+SEARCHED_FIELDS = ("title", "text")
 
 
 def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("id", stored=True, tokenizer_name="raw")
-    builder.add_text_field("title", stored=True, tokenizer_name=ANALYZER, index_option="freq")
-    builder.add_text_field("text", stored=True, tokenizer_name=ANALYZER, index_option="freq")
+    add_text_fields(builder, *SEARCHED_FIELDS, stored=True)
     builder.add_unsigned_field("row", stored=True, indexed=True)
     return builder.build()
 
@@ -153,8 +149,8 @@ class BM25Index:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.meta = json.loads((self.path / META_FILE).read_text())
-        self._index = tantivy.Index.open(str(self.path))
-        self._index.register_tokenizer(ANALYZER, _analyzer())
+        self._index = open_index_dir(self.path)
+        self._analyzer = english_analyzer()
         self._schema = self._index.schema
         self._searcher = self._index.searcher()
         self.num_docs: int = self._searcher.num_docs
@@ -167,16 +163,21 @@ class BM25Index:
         """The ``k`` best passages for a free-text query, best first.
 
         Raises:
-            ValueError: when the query has no searchable word, or only stop words.
+            ValueError: when the query has no searchable word: none at all, only stop words, or only
+                words too long to be indexed.
         """
-        terms = query_terms(query)
-        if not terms:
+        words = query_terms(query)
+        if not words:
             raise ValueError("the query has no searchable words; write a few keywords")
-        try:
-            parsed = self._index.parse_query(" ".join(terms), ["title", "text"])
-        except ValueError:  # every word was a stop word ("who is the"): nothing left to match
-            raise ValueError("the query has only common words; add names or keywords") from None
-        result = self._searcher.search(parsed, k, count=False)
+        terms = self._analyzer.analyze(" ".join(words))
+        if not terms:
+            if all(word in STOP_WORDS for word in words):
+                raise ValueError("the query has only common words; add names or keywords")
+            raise ValueError(
+                f"the query's words are common words or too long to be indexed ({MAX_TOKEN_BYTES} bytes or "
+                "more); write a few keywords"
+            )
+        result = self._searcher.search(any_term_query(self._schema, SEARCHED_FIELDS, terms), k, count=False)
         return [self._hit(address, score) for score, address in result.hits]
 
     def by_row(self, row: int, score: float = 0.0) -> Hit:
@@ -271,8 +272,7 @@ def ensure_index(
 
     def build(directory: Path) -> None:
         started = time.perf_counter()
-        index = tantivy.Index(_schema(), path=str(directory))
-        index.register_tokenizer(ANALYZER, _analyzer())
+        index = create_index(_schema(), directory)
         # tantivy needs at least 15 MB per thread; fewer threads beat a refused budget.
         threads_used = max(1, min(threads, heap_mb // 16))
         writer = index.writer(heap_size=heap_mb * 1_000_000, num_threads=threads_used)

@@ -3,14 +3,16 @@
 The original indexes each product with Lucene (pyserini): one ``contents`` field of title, description,
 bullet points and options, analysed as pyserini's default English analyzer does (lower case, Lucene's
 English stop words dropped, Porter-style stemming) and queried as a bag of words, top 50. Here tantivy
-does the same, over the title, description, every bullet point (the original: the first), options and
-the product's attributes.
+does the same (with the analyzer and query of :mod:`agentfly_envs._tantivy`, which Search-v0's index
+shares), over the title, description, every bullet point (the original: the first), options and the
+product's attributes.
 
 An index is built once per catalog (keyed by :attr:`Catalog.fingerprint <agentfly_envs.webshop.catalog.Catalog.fingerprint>`)
-and kept on disk, in ``cache_dir`` (see :func:`default_cache_dir`). Builders take a file lock, build
-into a temporary directory and rename it into place, so two processes never see a half-built index and
-never corrupt each other's. Once open, one :class:`SearchIndex` per directory serves every env in the
-process; tantivy's searcher is read-only and thread-safe.
+and kept on disk, in ``cache_dir`` (see :func:`default_cache_dir`), by
+:func:`~agentfly_env.resources.files.build_once`: builders take a file lock, build into a temporary
+directory and rename it into place, so two processes never see a half-built index and never corrupt
+each other's; an index found damaged is rebuilt. Once open, one :class:`SearchIndex` per directory serves
+every env in the process; tantivy's searcher is read-only and thread-safe.
 
 Example:
     >>> import tempfile
@@ -34,7 +36,9 @@ from pathlib import Path
 
 import tantivy
 
-from agentfly_env.resources.files import atomic_path, file_lock, lock_beside, remove_leftovers
+from agentfly_env.resources.cache_dir import cache_dir
+from agentfly_env.resources.files import build_once
+from agentfly_envs._tantivy import add_text_fields, any_term_query, create_index, english_analyzer, open_index_dir
 from agentfly_envs.webshop.catalog import Catalog
 from agentfly_envs.webshop.products import DUMMY_ATTRIBUTE, Product
 
@@ -44,26 +48,17 @@ __all__ = ["MAX_QUERY_TERMS", "SEARCH_RETURN_N", "SearchIndex", "default_cache_d
 SEARCH_RETURN_N = 50
 #: Words of a query beyond this many are ignored, so a 100 kB "query" costs what a sentence costs.
 MAX_QUERY_TERMS = 64
-#: Bump when the documents or the schema change; old index directories are then left unused.
-SCHEMA_VERSION = 2
-#: Lucene's English stop words (what pyserini's default analyzer drops).
-STOP_WORDS = (
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
-    "they this to was will with"
-).split()
-ANALYZER = "webshop_english"
+#: Bump when the documents or the schema change; old index directories are then left unused. (3: the
+#: analyzer is registered under the name it has in Search-v0's indexes; it analyses as before.)
+SCHEMA_VERSION = 3
 MANIFEST = "agentfly-webshop-index.json"
 
 
 def default_cache_dir() -> Path:
-    """Where indexes live unless the env is told: the first of ``$AGENTFLY_WEBSHOP_CACHE_DIR``,
-    ``$AGENTFLY_CACHE_DIR/webshop``, ``$XDG_CACHE_HOME/agentfly/webshop`` and ``~/.cache/agentfly/webshop``."""
-    if os.environ.get("AGENTFLY_WEBSHOP_CACHE_DIR"):
-        return Path(os.environ["AGENTFLY_WEBSHOP_CACHE_DIR"])
-    if os.environ.get("AGENTFLY_CACHE_DIR"):
-        return Path(os.environ["AGENTFLY_CACHE_DIR"]) / "webshop"
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "agentfly" / "webshop"
+    """Where indexes live unless the env is told: ``$AGENTFLY_WEBSHOP_CACHE_DIR``, else ``webshop`` in
+    the AgentFly cache (``$AGENTFLY_CACHE_DIR``, else ``~/.cache/agentfly``; see
+    :func:`~agentfly_env.resources.cache_dir.cache_dir`)."""
+    return cache_dir("webshop", "AGENTFLY_WEBSHOP_CACHE_DIR")
 
 
 def document_text(product: Product) -> str:
@@ -73,21 +68,8 @@ def document_text(product: Product) -> str:
     return " ".join((product.title, product.description, *product.bullet_points, options, attributes))
 
 
-def _analyzer() -> tantivy.TextAnalyzer:
-    return (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.custom_stopword(STOP_WORDS))
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
-
-
 def _schema() -> tantivy.Schema:
-    builder = tantivy.SchemaBuilder()
-    # Term frequencies are all BM25 needs; positions would only serve phrase queries.
-    builder.add_text_field("contents", stored=False, tokenizer_name=ANALYZER, index_option="freq")
+    builder = add_text_fields(tantivy.SchemaBuilder(), "contents", stored=False)
     builder.add_unsigned_field("ordinal", stored=False, indexed=False, fast=True)
     return builder.build()
 
@@ -104,9 +86,8 @@ class SearchIndex:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.manifest = json.loads((path / MANIFEST).read_text())
-        self._index = tantivy.Index.open(str(path))
-        self._analyzer = _analyzer()
-        self._index.register_tokenizer(ANALYZER, self._analyzer)
+        self._index = open_index_dir(path)
+        self._analyzer = english_analyzer()
         self._schema = self._index.schema
         self._searcher = self._index.searcher()
         if self._searcher.num_docs != self.manifest["num_docs"]:
@@ -128,28 +109,21 @@ class SearchIndex:
         terms = self._analyzer.analyze(" ".join(words))[:MAX_QUERY_TERMS]
         if not terms:  # nothing but punctuation and stop words
             return []
-        # One optional clause per term, repeats included, as a Lucene bag-of-words query scores them.
-        query = tantivy.Query.boolean_query(
-            [
-                (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "contents", term, index_option="freq"))
-                for term in terms
-            ]
-        )
-        hits = self._searcher.search(query, limit, count=False).hits
+        hits = self._searcher.search(any_term_query(self._schema, ("contents",), terms), limit, count=False).hits
         ordinals = self._searcher.fast_field_values("ordinal", [address for _, address in hits])
         ranked = sorted(zip(hits, ordinals, strict=True), key=lambda pair: (-pair[0][0], pair[1]))
         return [ordinal for _, ordinal in ranked]
 
 
 def _build(catalog: Catalog, directory: Path) -> None:
-    """Index every product of ``catalog`` into the empty ``directory`` and write its manifest.
+    """Index every product of ``catalog`` into ``directory`` (made here) and write its manifest.
 
     The manifest records the build time and, within it, the time spent making the documents (reading or
     generating products), so the indexing cost can be told apart from the catalog's.
     """
     started = time.perf_counter()
-    index = tantivy.Index(_schema(), path=str(directory))
-    index.register_tokenizer(ANALYZER, _analyzer())
+    directory.mkdir()
+    index = create_index(_schema(), directory)
     # One thread writes the documents in ordinal order into one segment (up to the heap's worth), so two
     # builds of a catalog are the same index and equal scores rank the same everywhere; Python makes
     # the documents slower than one indexing thread consumes them anyway.
@@ -181,16 +155,13 @@ def _build(catalog: Catalog, directory: Path) -> None:
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=1))
 
 
-def _usable(path: Path, catalog: Catalog) -> SearchIndex | None:
-    """The index at ``path`` if it is complete and built from this catalog, else None."""
+def _is_built(path: Path, catalog: Catalog) -> bool:
+    """Whether ``path`` holds a complete index of this catalog (not a damaged one, nor another's)."""
     try:
-        index = SearchIndex(path)
+        manifest = SearchIndex(path).manifest
     except (OSError, ValueError, KeyError):
-        return None
-    manifest = index.manifest
-    if manifest.get("fingerprint") != catalog.fingerprint or manifest.get("schema_version") != SCHEMA_VERSION:
-        return None
-    return index
+        return False
+    return manifest.get("fingerprint") == catalog.fingerprint and manifest.get("schema_version") == SCHEMA_VERSION
 
 
 _OPEN: dict[Path, SearchIndex] = {}
@@ -209,25 +180,9 @@ def open_index(catalog: Catalog, cache_dir: str | os.PathLike[str] | None = None
     """
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     final = (cache / f"index-v{SCHEMA_VERSION}-{catalog.fingerprint[:32]}").absolute()
-    with _OPEN_LOCK:  # one build per process at a time; other processes wait on the file lock
-        if final in _OPEN:
-            return _OPEN[final]
-        index = _usable(final, catalog) if final.exists() else None
-        if index is None:
-            cache.mkdir(parents=True, exist_ok=True)
-            with file_lock(lock_beside(final)):
-                index = _usable(final, catalog) if final.exists() else None  # built while we waited?
-                if index is None:
-                    index = _rebuild(catalog, final)
-        _OPEN[final] = index
-        return index
-
-
-def _rebuild(catalog: Catalog, final: Path) -> SearchIndex:
-    """Build into a private directory and move it over ``final``, replacing an unusable one there
-    (damaged by hand, or half-deleted); called holding the build lock."""
-    remove_leftovers(final)  # of a builder that died mid-build
-    with atomic_path(final) as staging:
-        staging.mkdir()
-        _build(catalog, staging)
-    return SearchIndex(final)
+    with _OPEN_LOCK:  # one build per process at a time; other processes wait on build_once's file lock
+        if final not in _OPEN:
+            # An index there that is not usable (half-deleted, damaged by hand) is built again over it.
+            build_once(final, lambda staging: _build(catalog, staging), built=lambda path: _is_built(path, catalog))
+            _OPEN[final] = SearchIndex(final)
+        return _OPEN[final]

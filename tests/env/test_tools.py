@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import time
+import threading
 from typing import Literal
 
 import msgspec
@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentfly_env.core.text import truncate_text
+from agentfly_env.tools.cache import MemoryCache
 from agentfly_env.tools.tool import Tool, parse_docstring, tool
 
 
@@ -163,38 +164,37 @@ async def test_hanging_tools_time_out_async_and_blocking():
         await asyncio.sleep(10)
         return "never"
 
+    released = threading.Event()
+
     @tool(timeout_s=0.05, blocking=True)
     def stuck() -> str:
-        """Blocks its thread."""
-        time.sleep(0.5)
+        """Blocks its thread until the test ends."""
+        released.wait(timeout=30)
         return "late"
 
-    started = time.perf_counter()
-    results = await asyncio.gather(sleepy.call({}), stuck.call({}))
-    assert time.perf_counter() - started < 0.4
+    try:  # the calls come back while `stuck` still blocks its thread: they did not wait for it
+        results = await asyncio.gather(sleepy.call({}), stuck.call({}))
+    finally:
+        released.set()
     assert [r.error for r in results] == ["timeout", "timeout"]
     assert "timed out after 0.05 s" in results[0].output
 
 
 async def test_blocking_tools_do_not_block_the_event_loop():
+    loop_ran = threading.Event()
+
     @tool(blocking=True)
     def slow() -> str:
-        """Slow sync work."""
-        time.sleep(0.2)
-        return "done"
-
-    ticks = 0
+        """Slow sync work: done once the event loop has run meanwhile (on the loop's thread, never)."""
+        return "done" if loop_ran.wait(timeout=10) else "the loop was blocked"
 
     async def ticker():
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
+        await asyncio.sleep(0)
+        loop_ran.set()
 
     task = asyncio.create_task(ticker())
     assert (await slow.call({})).output == "done"
     task.cancel()
-    assert ticks >= 5
 
 
 async def test_huge_output_is_truncated_with_a_marker():
@@ -215,6 +215,32 @@ async def test_non_string_results_are_json_encoded():
         return {"a": [1, 2], "b": None}
 
     assert (await data.call({})).output == '{"a":[1,2],"b":null}'
+
+
+async def test_a_cached_tool_looks_up_only_valid_arguments():
+    runs = []
+
+    @tool(cache=True)
+    def lookup(query: str) -> str:
+        """Look up."""
+        runs.append(query)
+        if query == "boom":
+            raise RuntimeError("backend down")
+        return query.upper()
+
+    cache = MemoryCache()
+    for bad in ({"q": "x"}, {"query": 3}, {}, ["x"]):
+        assert (await lookup.call(bad, cache=cache)).error == "invalid_arguments"
+    assert (cache.stats().hits, cache.stats().misses, runs) == (0, 0, [])  # no lookup, no run
+    first = await lookup.call({"query": "x"}, cache=cache)
+    again = await lookup.call("x", cache=cache)  # a bare string: the same validated arguments
+    assert (first.output, first.cached, again.output, again.cached) == ("X", False, "X", True)
+    failed = await lookup.call({"query": "boom"}, cache=cache)
+    assert failed.error == "tool_error" and (await lookup.call({"query": "boom"}, cache=cache)).error == "tool_error"
+    stats = cache.stats()
+    assert (stats.hits, stats.misses, stats.sets, runs) == (1, 3, 1, ["x", "boom", "boom"])  # failures not stored
+    uncached = tool(lambda query: query)  # a tool not declared cache=True ignores the cache
+    assert not (await uncached.call({"query": "x"}, cache=cache)).cached and cache.stats().misses == 3
 
 
 def test_decorated_functions_stay_callable():

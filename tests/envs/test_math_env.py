@@ -82,6 +82,17 @@ def test_wrong_answer_scores_below_one():
     assert terminated and reward < 1.0 and step_info["step"].success is False
 
 
+def test_of_several_answers_in_a_turn_the_last_counts_as_in_reasoning_gym():
+    env = gym.make("AgentFly/Math-v0")
+    _, info = env.reset(seed=0)
+    right, wrong = info["task"]["answer"], f"{info['task']['answer']}1"
+    assert env.step(f"<answer>{wrong}</answer> no, wait: <answer> {right} </answer>")[1] == 1.0
+    env.reset(seed=0)
+    _, reward, _, _, step_info = env.step(f"<answer>{right}</answer><answer>{wrong}</answer>")
+    assert reward < 1.0 and step_info["answer"] == wrong
+    env.close()
+
+
 @pytest.mark.parametrize("dataset", ["countdown", "simple_equations", "gcd", "letter_counting", "word_sorting"])
 def test_other_datasets_are_reachable_and_scored_by_their_own_scorer(dataset):
     env = gym.make("AgentFly/Math-v0", dataset=dataset, size=20)

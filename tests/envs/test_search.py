@@ -13,12 +13,13 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import agentfly_env
 from agentfly_env.core.types import ToolCall
 from agentfly_env.runners.checker import rollout
+from agentfly_envs._tantivy import STOP_WORDS, english_analyzer
 from agentfly_envs.search import SearchEnv
 from agentfly_envs.search.answers import exact_match, f1_score, normalize_answer
 from agentfly_envs.search.corpus import (
@@ -339,23 +340,50 @@ def test_concurrent_builders_build_once_and_atomically(tmp_path: Path) -> None:
 
 @settings(deadline=None, max_examples=60)
 @given(st.text(max_size=80))
-def test_any_query_text_is_searched_or_refused_clearly(index_dir: Path, query: str) -> None:
+@example("Shirley_Temple")  # a word the analyzer splits in two: never a phrase query
+@example("the of_a")
+@example("x" * 40)
+def test_any_query_text_is_searched_or_refused_for_what_it_is(index_dir: Path, query: str) -> None:
     index = ensure_index(encyclopedia(2_000, 0).corpus(), index_dir, progress=False)
-    if not query_terms(query):
-        with pytest.raises(ValueError, match="no searchable words"):
-            index.search(query, 3)
-        return
-    try:
+    words = query_terms(query)
+    if english_analyzer().analyze(" ".join(words)):  # something to match: searched, whatever the syntax
         assert len(index.search(query, 3)) <= 3
-    except ValueError as error:
-        assert "only common words" in str(error)
+        return
+    with pytest.raises(ValueError) as refused:
+        index.search(query, 3)
+    if not words:
+        assert "no searchable words" in str(refused.value)
+    elif all(word in STOP_WORDS for word in words):
+        assert "only common words" in str(refused.value)
+    else:
+        assert "too long to be indexed" in str(refused.value)
 
 
 def test_stop_words_are_refused_and_words_are_stemmed(index_dir: Path) -> None:
     index = ensure_index(encyclopedia(2_000, 0).corpus(), index_dir, progress=False)
     with pytest.raises(ValueError, match="only common words"):
         index.search("The, of a... is it?", 3)
+    with pytest.raises(ValueError, match="too long to be indexed"):
+        index.search("the " + "x" * 40, 3)
     assert index.search("charters", 3) == index.search("charter", 3) != []
+
+
+def test_a_wikipedia_title_with_underscores_is_searched_as_its_words(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    passages = [
+        Passage("0", "Shirley Temple", "Shirley Temple was an American actress, singer and diplomat."),
+        Passage("1", "Temple", "A temple is a building reserved for spiritual rituals."),
+        Passage("2", "Shirley, Derbyshire", "Shirley is a village in the Derbyshire Dales."),
+    ]
+    write_corpus(passages, corpus)
+    index = ensure_index(CorpusFile(corpus), tmp_path / "indexes", progress=False)
+    assert index.search("Shirley_Temple", 3) == index.search("Shirley Temple", 3)
+    assert index.search("Shirley_Temple", 1)[0].title == "Shirley Temple"
+    world = encyclopedia(2_000, 0)  # generated titles of two words, written as Wikipedia's URLs write them
+    generated = ensure_index(world.corpus(), tmp_path / "indexes", progress=False)
+    titles = [world.passage(row).title for row in range(len(world)) if " " in world.passage(row).title]
+    assert len(titles) > 1_000
+    assert all(generated.search(title.replace(" ", "_"), 1)[0].title == title for title in titles)
 
 
 # --- the env -----------------------------------------------------------------------------------

@@ -54,6 +54,19 @@ def test_the_same_query_twice_hits_and_info_counts_it(index_dir: Path) -> None:
     env.close()
 
 
+def test_a_call_with_bad_arguments_is_no_cache_lookup(index_dir: Path) -> None:
+    env = make_env(index_dir)
+    env.reset(seed=0)
+    for bad in ('{"q": "river"}', '{"query": 7}', "{}"):
+        *_, info = env.step(f'<tool_call>{{"name": "retrieve", "arguments": {bad}}}</tool_call>')
+        assert info["step"].tool_results[0].error == "invalid_arguments"
+        assert (info["cache"]["hits"], info["cache"]["misses"], info["cache"]["sets"]) == (0, 0, 0)
+        assert (info["cache"]["step_hits"], info["cache"]["step_misses"]) == (0, 0)
+    *_, info = env.step(QUERY)
+    assert (info["cache"]["hits"], info["cache"]["misses"], info["cache"]["sets"]) == (0, 1, 1)
+    env.close()
+
+
 def test_entries_are_shared_only_between_envs_with_the_same_settings(index_dir: Path) -> None:
     shared = MemoryCache()
     first, same, fewer = (make_env(index_dir, cache=shared, top_k=k) for k in (3, 3, 2))

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import tomllib
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from agentfly_envs.webshop import DataError, FileCatalog, GeneratedCatalog, WebShopEnv, goals, shared_catalog
+from agentfly_envs.webshop import (
+    DataError,
+    FileCatalog,
+    GeneratedCatalog,
+    WebShopEnv,
+    goals,
+    shared_catalog,
+    vocabulary,
+)
+from agentfly_envs.webshop.generator import GENERATOR_VERSION
 from agentfly_envs.webshop.goals import GoalTasks, build_goals, price_cap, split_range
 from agentfly_envs.webshop.products import RawProduct, decode_product, parse_price
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 UNTIDY = "\u200fItem model number\u200f : \u200f"
 
 
@@ -317,6 +330,35 @@ def test_generated_catalog_written_as_files_loads_back_identically(tmp_path):
     assert loaded.goals(human=True) == generated.goals(human=True)
     assert loaded.goals(human=False) == generated.goals(human=False)
     assert [loaded.price(i) for i in range(400)] == [generated.price(i) for i in range(400)]
+
+
+#: SHA-256 of the files of GeneratedCatalog(1200, seed=7, num_goals=2000, price_seed=7), as generated when its
+#: words were Python tables: moving them to vocabulary.json changed no byte. A change to the generator's
+#: output must bump GENERATOR_VERSION (cached indexes are keyed by it) and update these.
+GENERATED_DIGESTS = {
+    "items_human_ins.json": "2671de6aff3440de156259ec24ebd7641a7a46335469eb2f6c49c452df6382b1",
+    "items_ins_v2.json": "deed358d7ad16becc2a94605f6bf5485aa18e45b49672878015b76b07899ee1f",
+    "items_shuffle.json": "2d8d80d2acd85ea2929e10f3462d73281e23c4b97c7e214472240935185a4ff5",
+    "reviews.json": "586b80a94bb9fb4704923aafefef2df8c72110efec62c48cab0b5cb9457bf136",
+}
+
+
+def test_generated_files_are_byte_for_byte_those_of_generator_version_2(tmp_path):
+    assert GENERATOR_VERSION == 2
+    written = GeneratedCatalog(1200, seed=7, num_goals=2000, price_seed=7).write(tmp_path)
+    assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in written.iterdir()} == GENERATED_DIGESTS
+
+
+def test_the_words_are_package_data_read_into_immutable_tables():
+    package_data = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "vocabulary.json" in package_data["agentfly_envs.webshop"]
+    assert (Path(vocabulary.__file__).parent / "vocabulary.json").is_file()
+    kinds = [kind for kinds in vocabulary.CATEGORIES.values() for kind in kinds]
+    assert len(kinds) == 40 and all(isinstance(kind, vocabulary.ProductType) for kind in kinds)
+    assert all(
+        isinstance(values, tuple) for kind in kinds for values in (kind.path, kind.attributes, *kind.options.values())
+    )
+    assert sorted(vocabulary.REVIEW_TITLES) == sorted(vocabulary.REVIEW_BODIES) == [1, 2, 3, 4, 5]
 
 
 def test_generated_goals_ask_for_what_their_product_has():
