@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         table.add_row(env_id, *(f"{summary[column]:.{1 if column == 'episodes_per_s' else 2}f}" for column in columns))
     console.print(table)
     for env_id, reason in skipped.items():
-        console.print(f"skipped {env_id}: {reason}", markup=False, highlight=False)
+        console.print(f"skipped {env_id}: {reason}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"trajectories: {args.out}")
     return 0
 

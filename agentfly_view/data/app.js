@@ -18,6 +18,9 @@ const CHARTS = [
   { title: "Losses", metrics: ["policy_loss", "value_loss", "kl_loss"] },
 ];
 
+// x ticks at whole increments only: the x axis counts training steps (or groups of episodes).
+const WHOLE_INCRS = [1, 2, 5].flatMap((m) => [1, 10, 100, 1e3, 1e4, 1e5, 1e6].map((p) => m * p)).sort((a, b) => a - b);
+
 // ticket: the latest render's number; a render whose answer comes after a newer one started drops it.
 const state = { runs: [], overlay: null, signature: "", plots: [], ticket: 0 };
 
@@ -158,6 +161,13 @@ function lineSeries(runs, chart) {
   return series;
 }
 
+// The y range: uPlot's default (its rangeNum, padded 10%), but for a series flat at 0 (a KL of 0), which
+// uPlot puts on a fixed 0 to 100 scale: there, a small range around 0.
+function yRange(u, min, max) {
+  if (min === null) return [null, null];
+  return min === 0 && max === 0 ? [-1, 1] : uPlot.rangeNum(min, max, 0.1, true);
+}
+
 function plot(container, title, series, xLabel) {
   const box = el("div", { class: "chart", "data-chart": title }, el("h3", { text: title }));
   container.append(box);
@@ -169,8 +179,8 @@ function plot(container, title, series, xLabel) {
   const width = Math.max(300, box.clientWidth - 14);
   state.plots.push(new uPlot({
     width, height: 230,
-    scales: { x: { time: false } },
-    axes: [{ label: xLabel }, {}],
+    scales: { x: { time: false }, y: { range: yRange } },
+    axes: [{ label: xLabel, incrs: WHOLE_INCRS }, {}],
     series: [{ label: xLabel }, ...series.map((s) => ({ label: s.label, stroke: s.stroke, dash: s.dash, width: s.width || 2, spanGaps: true, points: { size: 4 } }))],
   }, data, box));
 }

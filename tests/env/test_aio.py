@@ -329,18 +329,16 @@ def test_gather_gives_every_coroutine_its_own_task_and_restores_the_caller():
 
 
 def test_gather_runs_the_envs_that_suspend_concurrently():
-    async def wait(delay, tag):
-        await asyncio.sleep(delay)
-        return tag
-
     async def main():
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        results = await gather(*(wait(0.2, i) for i in range(5)), value("now"))
-        return results, loop.time() - started
+        all_waiting = asyncio.Barrier(5)
 
-    results, elapsed = run_sync(main())
-    assert results == [0, 1, 2, 3, 4, "now"] and elapsed < 0.9
+        async def wait(tag):
+            await asyncio.wait_for(all_waiting.wait(), 10)  # one at a time, the first would time out
+            return tag
+
+        return await gather(*(wait(i) for i in range(5)), value("now"))
+
+    assert run_sync(main()) == [0, 1, 2, 3, 4, "now"]
 
 
 def test_gather_takes_futures_too():

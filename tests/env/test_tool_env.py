@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -86,12 +85,18 @@ def test_wrong_answer_scores_zero_and_is_not_success():
 
 
 async def test_calls_in_one_turn_run_concurrently():
-    env = make_env()
+    all_called = asyncio.Barrier(3)
+
+    @tool
+    async def meet() -> str:
+        """Return once the turn's three calls have all started."""
+        await asyncio.wait_for(all_called.wait(), 10)  # one at a time, the first call would time out
+        return "met"
+
+    env = ToolEnv(tools=[meet], tasks=TASKS, reward=graded)
     await env.areset(seed=0)
-    started = time.perf_counter()
-    observation, *_, info = await env.astep(call("wait", '{"seconds": 0.2}') * 3)
-    assert time.perf_counter() - started < 0.45
-    assert observation == "\n".join(["[wait] waited 0.2"] * 3)
+    observation, *_, info = await env.astep(call("meet", "{}") * 3)
+    assert observation == "\n".join(["[meet] met"] * 3)
     assert len(info["step"].tool_results) == 3
 
 

@@ -195,10 +195,12 @@ async def test_an_http_session_is_joined_by_one_websocket_closed_after_it_and_re
 
 
 async def test_requests_on_an_http_session_keep_its_websocket_from_going_idle():
-    with serving(MATH, MATH_KWARGS, idle_timeout_s=1.0) as served:
+    # Requests 0.25 s apart (plus their round trip) against a 2 s idle timeout: a loaded machine's slow
+    # request does not open a gap of idleness, and 16 of them outlast the timeout twice over.
+    with serving(MATH, MATH_KWARGS, idle_timeout_s=2.0) as served:
         session_id = (await asyncio.to_thread(post_mcp, served, rpc("openenv/session/create")))["result"]["session_id"]
         async with connect(ws_url(served, f"?session_id={session_id}")) as ws:
-            for _ in range(10):  # 2.5 s of tool listing over HTTP, nothing over the WebSocket
+            for _ in range(16):  # 4 s of tool listing over HTTP, nothing over the WebSocket
                 await asyncio.to_thread(post_mcp, served, rpc("tools/list", session_id=session_id))
                 await asyncio.sleep(0.25)
             assert (await request(ws, {"type": "state"}))["type"] == "state"

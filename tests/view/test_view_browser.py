@@ -7,6 +7,7 @@ The episode page's screenshot is saved in the test's tmp dir and copied to runs/
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from agentfly_view.app import create_app, serve_in_thread
 from agentfly_view.runs import RunDir
+from agentfly_view.synthetic import write_synthetic_run
 
 SCREENSHOT_COPY = Path(__file__).parents[2] / "runs" / "view-screenshot.png"
 
@@ -82,3 +84,20 @@ def test_a_growing_run_refreshes_live(browser, synthetic_run):
             handle.write(b"".join(lines[40:]))
         wait(browser, lambda d: d.find_element(By.ID, "list-info").text.startswith("64 of 64"))
         assert browser.find_element(By.ID, "page-info").text == "1-50 of 64"
+
+
+def test_step_axes_tick_whole_steps_and_a_zero_kl_gets_a_small_range(browser, tmp_path):
+    run = write_synthetic_run(tmp_path / "run", episodes=24, per_step=8)  # 3 steps: uPlot's own ticks are 0.5 apart
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    (run / "metrics.jsonl").write_text("".join(json.dumps({**m, "kl": 0.0}) + "\n" for m in metrics))
+    with serve_in_thread(create_app([RunDir(run)])) as url:
+        browser.get(f"{url}/#/curves")
+        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".chart canvas")) >= 6)
+        charts = browser.execute_script(
+            "return state.plots.map(u => [u.root.parentElement.dataset.chart, u.axes[0]._splits, u.scales.y.min, u.scales.y.max])"
+        )
+    ticks = {title: splits for title, splits, *_ in charts}
+    assert set(ticks) >= {"Reward", "KL", "Losses"}
+    assert all(len(splits) >= 2 and all(float(x).is_integer() for x in splits) for splits in ticks.values()), ticks
+    kl_min, kl_max = next((low, high) for title, _, low, high in charts if title == "KL")
+    assert -1 <= kl_min < 0 < kl_max <= 1  # around the flat 0, not uPlot's 0 to 100

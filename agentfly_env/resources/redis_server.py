@@ -1,4 +1,6 @@
-"""A throwaway ``redis-server`` on a free loopback port, for the Redis tests and the chaos soak.
+"""A throwaway ``redis-server`` on a free loopback port: the Redis cache's tests start one, and the
+benchmarks' chaos soak starts, kills and restarts one (both import it from here, the core, which the
+core's own tests may load on a core-only install).
 
 The server binds 127.0.0.1 only, persists nothing (``--save "" --appendonly no``) and keeps its
 files in a temporary directory removed on stop.
