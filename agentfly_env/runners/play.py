@@ -27,8 +27,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agentfly_env.core.env import AgentEnv
+from agentfly_env.core.episode import aplay_episode
 from agentfly_env.core.policies import expert_action, random_action
 from agentfly_env.core.recording import TrajectoryWriter
+from agentfly_env.core.types import EpisodeSummary, summarize
 from agentfly_env.extras import MissingExtraError
 from agentfly_env.registration import registered_ids
 
@@ -61,28 +63,17 @@ async def play_episodes(
     on_episode: Any = None,
     env_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Play ``episodes`` episodes, ``concurrency`` at a time, and return their summary."""
-    choose = expert_action if policy == "expert" else random_action
+    """Play ``episodes`` episodes, ``concurrency`` at a time, and return their summary
+    (:func:`~agentfly_env.core.types.summarize`'s means, the truncated count and episodes per second)."""
+    policy_fn = expert_action if policy == "expert" else random_action
     envs: list[AgentEnv] = [gym.make(env_id, **(env_kwargs or {})).unwrapped for _ in range(min(concurrency, episodes))]
     queue = iter(range(episodes))
-    totals = {"episodes": 0, "reward": 0.0, "success": 0, "turns": 0, "tool_calls": 0, "errors": 0, "truncated": 0}
+    summaries: list[EpisodeSummary] = []
 
     async def worker(env: AgentEnv) -> None:
         for episode in queue:  # the shared iterator hands each episode to exactly one worker
-            await env.areset(seed=seed + episode)
-            env.action_space.seed(seed + episode)
-            terminated = truncated = False
-            while not (terminated or truncated):
-                _, _, terminated, truncated, _ = await env.astep(choose(env))
-            trajectory = env.trajectory
-            assert trajectory is not None
-            totals["episodes"] += 1
-            totals["reward"] += trajectory.total_reward
-            totals["success"] += trajectory.success
-            totals["turns"] += len(trajectory.steps)
-            totals["tool_calls"] += sum(len(step.tool_calls) for step in trajectory.steps)
-            totals["errors"] += sum(sum(step.errors.values()) for step in trajectory.steps)
-            totals["truncated"] += truncated
+            trajectory = await aplay_episode(env, policy_fn, seed=seed + episode)
+            summaries.append(trajectory.summary())
             if writer is not None:
                 writer.write(trajectory)
             if on_episode is not None:
@@ -93,16 +84,10 @@ async def play_episodes(
         await asyncio.gather(*(worker(env) for env in envs))
     finally:
         await asyncio.gather(*(env.aclose() for env in envs))
-    count = max(totals["episodes"], 1)
     return {
-        "episodes": totals["episodes"],
-        "mean_reward": totals["reward"] / count,
-        "success_rate": totals["success"] / count,
-        "turns_per_episode": totals["turns"] / count,
-        "tool_calls_per_episode": totals["tool_calls"] / count,
-        "errors_per_episode": totals["errors"] / count,
-        "truncated": totals["truncated"],
-        "episodes_per_s": totals["episodes"] / (time.perf_counter() - started),
+        **summarize(summaries),
+        "truncated": sum(summary.truncated for summary in summaries),
+        "episodes_per_s": len(summaries) / (time.perf_counter() - started),
     }
 
 
@@ -150,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     table = Table(title=f"{args.policy} policy, {args.episodes} episodes per env (per-episode means)")
     columns = {
-        "mean_reward": "reward",
+        "reward_mean": "reward",
         "success_rate": "solved",
         "turns_per_episode": "turns",
         "tool_calls_per_episode": "calls",
