@@ -7,7 +7,12 @@ tokens; everything is computed under that mask.
 
 - Estimators: ``gae`` (PPO, with a critic), ``group_norm`` (GRPO), ``rloo``, ``reinforce``
   (REINFORCE++: token-level KL in the reward, returns normalised over the global batch) and
-  ``reinforce_baseline``. Group estimators take the ``n`` chains of one task as consecutive rows.
+  ``reinforce_baseline``, each the estimator of one record of
+  :data:`~agentfly_train.algorithm_registry.ALGORITHMS`, which says what it does differently. Group
+  estimators take the ``n`` chains of one task as consecutive rows.
+- Failed episodes (their env died or raised): :func:`trained_episodes` says which episodes the loss
+  learns from, and the estimators take that as ``included``: a group baseline is computed over the
+  episodes that finished, and a group left with fewer than two of them teaches nothing.
 - Losses: PPO's clipped policy loss with separate low and high clip (and optional dual clip), the
   clipped value loss, and two aggregations (``token-mean``, ``seq-mean-token-mean``).
 - KL: the k1, k2 and k3 estimators, either as a penalty in the token rewards or as a loss term.
@@ -27,9 +32,10 @@ from dataclasses import dataclass
 
 import torch
 
-ESTIMATORS = ("gae", "group_norm", "rloo", "reinforce", "reinforce_baseline")
-#: Estimators whose advantages are normalised over all action tokens of the rollout batch.
-GLOBALLY_NORMALISED = ("gae", "reinforce", "reinforce_baseline")
+from agentfly_train.algorithm_registry import ALGORITHMS, by_estimator
+
+#: The registered algorithms' advantage estimators (OpenRLHF's names).
+ESTIMATORS = tuple(algorithm.estimator for algorithm in ALGORITHMS.values())
 KL_ESTIMATORS = ("k1", "k2", "k3")
 LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-mean")
 
@@ -60,30 +66,56 @@ def approx_kl(log_probs: torch.Tensor, ref_log_probs: torch.Tensor, estimator: s
     return value.clamp(min=-10, max=10)
 
 
-def group_baseline(rewards: torch.Tensor, group_size: int, estimator: str) -> torch.Tensor:
+def group_baseline(
+    rewards: torch.Tensor, group_size: int, estimator: str, included: torch.Tensor | None = None
+) -> torch.Tensor:
     """Shape per-episode rewards with the group baseline of the estimator.
 
     ``rewards`` holds consecutive groups of ``group_size`` chains of one task. ``group_norm`` divides by
     the group's unbiased (Bessel-corrected) std plus 1e-9, as ``torch.std`` and OpenRLHF do; ``rloo``
     subtracts the mean of the other chains; ``reinforce_baseline`` subtracts the group mean; ``gae`` and
     ``reinforce`` leave the rewards alone.
+
+    ``included`` (one bool per episode; default all) leaves episodes out: their shaped reward is 0, and a
+    group baseline is computed over the group's included episodes alone (0 for all of a group with fewer
+    than two).
     """
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown estimator {estimator!r}; choose one of {ESTIMATORS}")
-    if estimator in ("gae", "reinforce"):
-        return rewards.clone()
+    algorithm = by_estimator(estimator)
+    if algorithm.baseline is None:
+        return rewards.clone() if included is None else torch.where(included, rewards, 0.0)
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    if group_size < 2:
+        raise ValueError(f"{estimator} needs at least 2 chains per task")
     grouped = rewards.float().reshape(-1, group_size)
-    if estimator == "rloo":
-        if group_size < 2:
-            raise ValueError("rloo needs at least 2 chains per task")
-        shaped = grouped - (grouped.sum(-1, keepdim=True) - grouped) / (group_size - 1)
-    elif estimator == "reinforce_baseline":
-        shaped = grouped - grouped.mean(-1, keepdim=True)
-    else:
-        shaped = (grouped - grouped.mean(-1, keepdim=True)) / (grouped.std(-1, keepdim=True) + 1e-9)
+    if included is None:
+        return algorithm.baseline(grouped).reshape(-1)
+    kept = included.reshape(-1, group_size)
+    whole = kept.all(-1)
+    shaped = torch.zeros_like(grouped)
+    shaped[whole] = algorithm.baseline(grouped[whole])  # one call for the groups that lost no episode
+    for group in (~whole).nonzero().flatten().tolist():
+        chains = kept[group]
+        if chains.sum() >= 2:
+            shaped[group, chains] = algorithm.baseline(grouped[group, chains].unsqueeze(0)).squeeze(0)
     return shaped.reshape(-1)
+
+
+def trained_episodes(finished: torch.Tensor, group_size: int, estimator: str) -> torch.Tensor:
+    """Which episodes the loss learns from: the ones that finished (their env did not fail), and, for a group
+    baseline, only in groups where two or more finished (one alone has nothing to be compared with).
+
+    Example:
+        >>> finished = torch.tensor([True, False, True, False, False, True])
+        >>> trained_episodes(finished, 3, "rloo").tolist()
+        [True, False, True, False, False, False]
+        >>> trained_episodes(finished, 3, "reinforce").tolist()
+        [True, False, True, False, False, True]
+    """
+    if by_estimator(estimator).baseline is None:
+        return finished.clone()
+    grouped = finished.reshape(-1, group_size)
+    return (grouped & (grouped.sum(-1, keepdim=True) >= 2)).reshape(-1)
 
 
 def token_rewards(
@@ -166,33 +198,38 @@ def compute_advantages(
     lambd: float = 0.95,
     std_norm: bool = True,
     reward_clip: float | None = 10.0,
+    included: torch.Tensor | None = None,
 ) -> Advantages:
     """Advantages and returns for a rollout batch, as OpenRLHF's experience maker computes them.
 
     Args:
         rewards: One scalar per episode, ``(batch,)``; groups of ``group_size`` consecutive rows.
         action_mask: ``(batch, tokens)``, 1 on generated tokens.
-        estimator: One of :data:`ESTIMATORS`.
+        estimator: One of :data:`ESTIMATORS`; its algorithm's record says how advantages are made.
         group_size: Chains per task.
         kl: Per-token KL to the reference, for a KL penalty in the reward (None for none).
         kl_coef: Its coefficient.
         values: The critic's values (``gae`` only).
-        gamma: Discount; the group estimators always use 1.
+        gamma: Discount, for the algorithms whose record says ``discounted`` (the others use 1).
         lambd: GAE lambda.
         std_norm: Divide by the std when normalising globally.
         reward_clip: Clip the shaped episode rewards to ``[-reward_clip, reward_clip]`` (None: off).
+        included: One bool per episode, False for one left out (:func:`trained_episodes`): it has no share in
+            group baselines or the batch normalisation, and its tokens count as masked. Default: all.
     """
-    shaped = group_baseline(rewards.float(), group_size, estimator)
-    per_token = token_rewards(shaped, action_mask, kl, kl_coef, reward_clip)
-    mask = action_mask.float()
-    if estimator == "gae":
+    algorithm = by_estimator(estimator)
+    shaped = group_baseline(rewards.float(), group_size, estimator, included)
+    mask = action_mask.float() if included is None else action_mask.float() * included.unsqueeze(1)
+    per_token = token_rewards(shaped, mask, kl, kl_coef, reward_clip)
+    discount = gamma if algorithm.discounted else 1.0
+    if algorithm.critic:
         if values is None:
-            raise ValueError("the gae estimator needs the critic's values")
-        advantages, returns = gae(values.float(), per_token, mask, gamma, lambd)
+            raise ValueError(f"the {estimator} estimator needs the critic's values")
+        advantages, returns = gae(values.float(), per_token, mask, discount, lambd)
     else:
-        returns = cumulative_returns(per_token, mask, gamma if estimator == "reinforce" else 1.0)
+        returns = cumulative_returns(per_token, mask, discount)
         advantages = returns.clone()
-    if estimator in GLOBALLY_NORMALISED:
+    if algorithm.normalised:
         advantages = normalize_advantages(advantages, mask, std=std_norm)
     return Advantages(advantages=advantages, returns=returns, token_rewards=per_token)
 

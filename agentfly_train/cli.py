@@ -36,6 +36,8 @@ from agentfly_train.config import (
     apply_overrides,
     preset_names,
 )
+from agentfly_train.console import make_console, quiet_libraries, show_own_logs
+from agentfly_train.run_files import FINAL_MODEL_DIR
 
 COMMANDS = ("train", "eval", "export", "collect", "sft")
 
@@ -90,6 +92,9 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="override any config field"
     )
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    parser.add_argument(
+        "--verbose", action="store_true", help="show the libraries' own logs and warnings (vLLM, transformers, ...)"
+    )
     if command in ("train", "eval", "sft"):
         parser.add_argument("--model", help="smollm2-135m (bundled), a model folder, a .gguf file or a hub id")
         parser.add_argument("--model-cache", help="where converted GGUF models are kept")
@@ -109,11 +114,11 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--generator", choices=GENERATORS)
         parser.add_argument("--resume", nargs="?", const="auto", help="continue from the latest checkpoint, or a path")
         parser.add_argument("--wandb", action="store_true", help="also log to Weights & Biases")
-        parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar, only a line per step")
         parser.add_argument(
             "--dry-run",
             action="store_true",
-            help="openrlhf backend: export the prompt files and print the command, run nothing",
+            help="prepare and print what the backend would run, run nothing (openrlhf: the prompt files and the command)",
         )
         parser.add_argument("--ray-address", help="openrlhf backend: submit to this Ray cluster (http://head:8265)")
     if command == "eval":
@@ -176,34 +181,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = argv[0] if argv and argv[0] in COMMANDS else "train"
     parser = build_parser(command)
     args = parser.parse_args(argv[1:] if command != "train" else argv)
+    if not args.verbose:
+        quiet_libraries()  # before torch, transformers or vLLM is imported
+    console = make_console()
+    show_own_logs(console)
+    # OpenMP threads that spin while waiting make a shared CPU crawl; passive waiting costs nothing.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         config = resolve_config(args)
         if args.print_config:
             print(json.dumps(config.to_dict(), indent=2))
             return 0
         dry_run = getattr(args, "dry_run", False)
-        if dry_run and config.backend != "openrlhf":
-            raise ConfigError("--dry-run prints the OpenRLHF command: use it with --backend openrlhf")
         config.validate(check_model=command not in ("export", "collect") and not dry_run)
         if command == "sft" and not config.sft.enabled:
             raise ConfigError("sft needs demonstrations: --data FILE (or sft.data / sft.expert_episodes in the config)")
         if command == "eval" and args.split == "train":
             config.env.eval_options = {}
-        # The openrlhf backend is built here: what it checks (installed packages, paths) is a config error too.
-        launcher = (
-            _openrlhf_launcher(config, dry_run=dry_run) if command == "train" and config.backend == "openrlhf" else None
-        )
+        # The backend is built here: what it checks (installed packages, paths) is a config error too.
+        backend = _build_backend(console, config, dry_run=dry_run) if command == "train" else None
     except ConfigError as error:
         parser.error(str(error))
-    if launcher is not None:
-        for note in launcher.notes:
-            print(f"# {note}")
-        print(launcher.shell(), flush=True)
-        return 0 if dry_run else launcher.run()
-    # OpenMP threads that spin while waiting make a shared CPU crawl; passive waiting costs nothing.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if backend is not None:
+        return _train(console, config, backend)
     if command == "eval":
-        return _evaluate(config)
+        return _evaluate(console, config)
     if command == "collect":
         return _collect(config, args)
     if command == "sft":
@@ -213,8 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         count = export_tasks(config, args.output, count=args.count, split=args.split)
         print(f"wrote {count} tasks of {config.env.id} to {args.output}")
-        return 0
-    return _train(config)
+    return 0
 
 
 def _collect(config: Config, args: argparse.Namespace) -> int:
@@ -238,7 +239,7 @@ def _sft(config: Config) -> int:
     tokenizer = load_tokenizer(path)
     model = load_causal_lm(path, dtype=config.model.dtype, device=str(pick_device(config.model.device)))
     result = warm_start(config, model, tokenizer)
-    final = Path(config.out_dir) / "final"
+    final = Path(config.out_dir) / FINAL_MODEL_DIR
     with atomic_path(final) as scratch:  # a crash leaves no half-saved model behind
         model.save_pretrained(scratch)
         tokenizer.save_pretrained(scratch)
@@ -249,58 +250,23 @@ def _sft(config: Config) -> int:
     return 0
 
 
-def _openrlhf_launcher(config: Config, *, dry_run: bool) -> Any:
-    from agentfly_train.backends import backend_class
+def _build_backend(console: Any, config: Config, *, dry_run: bool) -> Any:
+    from agentfly_train.backends import build_backend
 
-    return backend_class(config)(config, dry_run=dry_run)
+    with console.status(f"{config.backend} backend: preparing {config.model.path} on {config.env.id}"):
+        return build_backend(config, dry_run=dry_run)
 
 
-def _train(config: Config) -> int:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+def _train(console: Any, config: Config, backend: Any) -> int:
+    from agentfly_train.console import StepReport
 
-    from agentfly_train.backends import backend_class
-
-    console = Console(width=None if sys.stdout.isatty() else 120)
     started = time.perf_counter()
-    with console.status(f"loading {config.model.path} and {config.env.id}"):
-        trainer = backend_class(config)(config)
-    console.print(
-        f"[bold]{config.algo}[/] ({config.estimator}) on [bold]{config.env.id}[/] with {config.model.path}: "
-        f"{config.train.steps} steps x {config.episodes_per_step} episodes, device {trainer.device}"
-        + (f", generator {trainer.generator_label}" if hasattr(trainer, "generator_label") else "")
-    )
-    with Progress(
-        TextColumn("[bold]train"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[live]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not config.log.progress,
-    ) as progress:
-        bar = progress.add_task("train", total=config.train.steps, completed=0, live="")
-
-        def on_step(step: int, metrics: dict[str, Any]) -> None:
-            live = (
-                f"reward {metrics['reward_mean']:.3f}  success {metrics['success_rate']:.2f}  "
-                f"turns {metrics['turns_per_episode']:.1f}  {metrics['rollout_tokens_per_s']:.0f} tok/s"
-            )
-            progress.update(bar, completed=step, live=live)
-            if not config.log.progress:
-                console.print(f"step {step}/{config.train.steps}: {live}  ({metrics['step_s']:.1f} s)")
-
-        summary = trainer.fit(on_step=on_step)
-    _print_summary(console, summary, time.perf_counter() - started)
-    return 0
+    print(backend.describe(), flush=True)  # plain: a launcher's is a command line to copy
+    with StepReport(console, config.train.steps, bar=config.log.progress and console.is_terminal) as report:
+        summary = backend.fit(on_step=report)
+    if "steps" in summary:
+        _print_summary(console, summary, time.perf_counter() - started)
+    return int(summary.get("exit_code", 0))
 
 
 def _print_summary(console: Any, summary: dict[str, Any], wall_s: float) -> None:
@@ -344,13 +310,11 @@ def _print_summary(console: Any, summary: dict[str, Any], wall_s: float) -> None
         console.print(stages)
 
 
-def _evaluate(config: Config) -> int:
-    from rich.console import Console
+def _evaluate(console: Any, config: Config) -> int:
     from rich.table import Table
 
     from agentfly_train.evaluate import evaluate
 
-    console = Console(width=None if sys.stdout.isatty() else 120)
     with console.status(f"evaluating on {config.eval.episodes} episodes of {config.env.id}"):
         summary = evaluate(config)
     table = Table(title=f"{summary['model']} on {summary['env']} ({summary['episodes']} episodes)", show_header=False)

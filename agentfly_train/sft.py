@@ -311,7 +311,7 @@ def train_sft(
 
     import torch
 
-    from agentfly_train.backends.local import Batch, sequence_logprobs
+    from agentfly_train.training import Batch, sequence_logprobs
 
     started = time.perf_counter()
     device = next(policy.parameters()).device
@@ -397,22 +397,16 @@ def collect_expert(
     import gymnasium as gym
 
     import agentfly_env  # noqa: F401 - registers the ids
+    from agentfly_env.core.episode import play_episode
     from agentfly_env.core.policies import expert_action, has_expert
-    from agentfly_train.rollout import EpisodeStats
 
     env = gym.make(env, **(options or {})) if isinstance(env, str) else env()
     try:
         if not has_expert(env):
             raise ValueError(f"{env.unwrapped.env_id} has no scripted expert to collect demonstrations from")
         for seed in range(first_seed, first_seed + episodes):
-            played = EpisodeStats()
-            _, info = env.reset(seed=seed)
-            played.start(info["start"])
-            while not played.done:
-                *_, info = env.step(expert_action(env))
-                played.record(info["step"])
-            assert played.trajectory is not None
-            played.trajectory.episode_id = f"expert-{seed}"
-            yield played.trajectory
+            trajectory = play_episode(env, expert_action, seed=seed)  # the next reset starts a new record
+            trajectory.episode_id = f"expert-{seed}"
+            yield trajectory
     finally:
         env.close()

@@ -31,8 +31,7 @@ from typing import Any
 
 import msgspec
 
-#: The sidecar's file name, in the folder of ``trajectories.jsonl``.
-TOKENS_FILE = "tokens.jsonl"
+from agentfly_train.run_files import TOKENS_FILE  # noqa: F401 - the sidecar's name, imported from here by its writers
 
 
 class TokenRecord(msgspec.Struct, omit_defaults=True):

@@ -48,17 +48,26 @@ import msgspec
 import numpy as np
 
 from agentfly_env.core.types import Trajectory
-from agentfly_train.tokens_log import TOKENS_FILE, TokenRecord, mask_from_runs
+from agentfly_train.run_files import (
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    EVAL_DIR,
+    FINAL_MODEL_DIR,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    TENSORBOARD_DIR,
+    TOKENS_FILE,
+    TRAJECTORIES_FILE,
+    WARM_START_DIR,
+)
+from agentfly_train.tokens_log import TokenRecord, mask_from_runs
 
-TRAJECTORIES_FILE = "trajectories.jsonl"
-METRICS_FILE = "metrics.jsonl"
-TENSORBOARD_FOLDER = "tensorboard"
 #: Bytes read per step of indexing: a reader waits for one step at most.
 CHUNK_BYTES = 1 << 20
 #: How deep under a run directory trajectory files are looked for (``stages/<name>/eval/`` is 3 deep).
 SEARCH_DEPTH = 4
 #: Folders of a run that hold no records (model weights), not walked.
-SKIPPED_FOLDERS = {"checkpoints", "final", "tensorboard", "wandb"}
+SKIPPED_FOLDERS = {CHECKPOINTS_DIR, FINAL_MODEL_DIR, WARM_START_DIR, TENSORBOARD_DIR, "wandb"}
 
 
 class JsonlFile:
@@ -569,7 +578,7 @@ class RunDir:
             given = given.parent
         self.name = name or str(given)
         self.root = given.resolve()
-        self.config = self._read_json("config.json")
+        self.config = self._read_json(CONFIG_FILE)
         self.metrics = MetricsFile(self.root / METRICS_FILE)
         self._sources: dict[str, EpisodeSource] = {}
         self._lock = threading.Lock()
@@ -597,7 +606,7 @@ class RunDir:
     def _tensorboard_series(self) -> dict[str, dict[str, list[float]]]:
         """Scalars of ``tensorboard/`` and its subfolders (``train/`` dropped from tags), read with
         TensorBoard's own reader where it is installed (the ``train`` extra), again when a file grew."""
-        top = self.inside(TENSORBOARD_FOLDER)
+        top = self.inside(TENSORBOARD_DIR)
         if top is None or not top.is_dir():
             return {}
         folders = [
@@ -662,9 +671,9 @@ class RunDir:
         :meth:`sources`)."""
         self.metrics.refresh()
         if self.config is None:  # the viewer may have started before the run wrote it
-            self.config = self._read_json("config.json")
+            self.config = self._read_json(CONFIG_FILE)
         config = self.config or {}
-        summary = self._read_json("eval/summary.json")
+        summary = self._read_json(f"{EVAL_DIR}/{SUMMARY_FILE}")
         return {
             "name": self.name,
             "path": str(self.root),

@@ -4,7 +4,12 @@ It runs on a laptop CPU and uses CUDA when present. One training step is: play a
 with the current policy (:mod:`agentfly_train.rollout`), score the tokens (old log-probs, the
 reference model's log-probs for the KL, the critic's values for PPO), compute advantages with the
 configured estimator (:mod:`agentfly_train.algorithms`), then ``epochs`` passes of mini-batch updates
-with gradient accumulation over micro-batches and gradient clipping.
+with gradient accumulation over micro-batches and gradient clipping. An episode whose env failed
+(``episode.failure``) is left out of the update; so is a group of a group-baseline algorithm (GRPO, RLOO)
+left with fewer than two finished episodes.
+
+The update reads top to bottom in :meth:`LocalTrainer._update`: ``_scores`` (one no-grad pass),
+``_advantages``, then per mini-batch ``_learn``: ``_backward`` per micro-batch and one ``_optimiser_step``.
 
 Every step's randomness (tasks, sampling, shuffling) is derived from ``(seed, step)``, so a run resumed
 from a checkpoint takes exactly the step the uninterrupted run would have taken.
@@ -20,11 +25,12 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import random
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,12 +64,26 @@ from agentfly_train.models import (
     pick_device,
     resolve_model_path,
 )
-from agentfly_train.rollout import Episode, Rollout
-from agentfly_train.tokens_log import TOKENS_FILE, write_token_log
+from agentfly_train.rollout import Rollout
+from agentfly_train.run_files import (
+    CHECKPOINT_PREFIX,
+    CHECKPOINT_STATE_FILE,
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    FINAL_MODEL_DIR,
+    METRICS_FILE,
+    REWARD_CURVE_FILE,
+    STAGES_DIR,
+    TENSORBOARD_DIR,
+    TOKENS_FILE,
+    TRAJECTORIES_FILE,
+    WARM_START_DIR,
+    checkpoint_name,
+)
+from agentfly_train.tokens_log import write_token_log
+from agentfly_train.training import Batch, chunks, sequence_logprobs
 
-CHECKPOINT_PREFIX = "step-"
-#: Where a run keeps its policy as the warm start left it (a transformers folder).
-WARM_START_DIR = "warm-start"
+logger = logging.getLogger("agentfly.train")
 
 
 class Critic(nn.Module):
@@ -87,80 +107,46 @@ class Critic(nn.Module):
 
 
 @dataclass
-class Batch:
-    """A rollout batch as right-padded tensors; per-token tensors are aligned with log-prob columns.
+class Scores:
+    """What the update reads per token besides the batch, scored before its first optimiser step.
 
-    Column ``j`` of ``action_mask``, ``old_logprobs``, ... concerns token ``j + 1`` of ``input_ids``.
+    Attributes:
+        old: Log-probs of the policy that sampled (the generator's, or recomputed; with ``fill_old``, filled in
+            by the update's own forward passes).
+        ref: The reference model's log-probs (for the KL), or None without one.
+        values: The critic's values, or None without one.
+        fill_old: The policy taking the step is the one that sampled, so its log-probs in the update are the old
+            ones (one epoch, one mini-batch, no KL in the reward): a scoring pass saved.
     """
 
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    action_mask: torch.Tensor
-    rollout_logprobs: torch.Tensor
-    rewards: torch.Tensor
-    lengths: torch.Tensor
-
-    @classmethod
-    def from_episodes(cls, episodes: Sequence[Episode], pad_id: int, device: torch.device) -> Batch:
-        width = max(len(e.token_ids) for e in episodes)
-        ids = torch.full((len(episodes), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(episodes), width), dtype=torch.long)
-        action = torch.zeros((len(episodes), width), dtype=torch.float32)
-        logprobs = torch.zeros((len(episodes), width), dtype=torch.float32)
-        for row, episode in enumerate(episodes):
-            n = len(episode.token_ids)
-            ids[row, :n] = torch.tensor(episode.token_ids)
-            attention[row, :n] = 1
-            action[row, :n] = torch.tensor(episode.action_mask, dtype=torch.float32)
-            logprobs[row, :n] = torch.tensor(episode.logprobs, dtype=torch.float32)
-        return cls(
-            input_ids=ids.to(device),
-            attention_mask=attention.to(device),
-            action_mask=action[:, 1:].to(device),
-            rollout_logprobs=logprobs[:, 1:].to(device),
-            rewards=torch.tensor([e.reward for e in episodes], dtype=torch.float32, device=device),
-            lengths=attention.sum(-1).to(device),
-        )
-
-    def slice(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The rows' ids, attention and action mask, cut to their own longest sequence."""
-        width = int(self.lengths[rows].max())
-        return self.input_ids[rows, :width], self.attention_mask[rows, :width], self.action_mask[rows, : width - 1]
-
-    def micro_batches(self, rows: torch.Tensor, size: int) -> list[torch.Tensor]:
-        """``rows`` in micro-batches of ``size`` similar lengths, so little compute goes into padding (a loss
-        that sums the micro-batches' shares of the whole is not changed by the grouping)."""
-        return chunks(rows[torch.argsort(self.lengths[rows].cpu(), stable=True)], size)
+    old: torch.Tensor
+    ref: torch.Tensor | None
+    values: torch.Tensor | None
+    fill_old: bool
 
 
-def chunks(indices: torch.Tensor, size: int) -> list[torch.Tensor]:
-    """``indices`` in consecutive pieces of ``size`` (the last may be shorter)."""
-    return [indices[start : start + size] for start in range(0, len(indices), size)]
+class UpdateStats:
+    """The update's diagnostics, added per micro-batch (or per optimiser step) and reported as means.
 
-
-def sequence_logprobs(
-    model: nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    action_mask: torch.Tensor,
-    temperature: float,
-) -> torch.Tensor:
-    """Log-probs of each token given its prefix, ``(batch, length - 1)``, at the sampling temperature.
-
-    Only the columns from the first action token on are computed (``logits_to_keep``): prompts can be
-    long and the vocabulary is large.
+    A micro-batch's loss is its share of its mini-batch's mean, so losses are summed per mini-batch and
+    averaged over the mini-batches; everything else is averaged over the values added.
     """
-    length = input_ids.size(1)
-    acting = action_mask.any(0).nonzero()
-    first = int(acting[0]) if len(acting) else length - 2
-    keep = length - first  # positions first..length-1; the last one predicts past the end
-    out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep, use_cache=False)
-    logits = out.logits[:, :-1].float() / temperature
-    targets = input_ids[:, first + 1 :]
-    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-    result = torch.zeros(action_mask.shape, dtype=torch.float32, device=input_ids.device)
-    result[:, first:] = picked
-    return result
+
+    LOSSES = ("policy_loss", "value_loss", "kl_loss")
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, name: str, value: float) -> None:
+        self.totals[name] = self.totals.get(name, 0.0) + value
+        self.counts[name] = self.counts.get(name, 0) + 1
+
+    def means(self, minibatches: int) -> dict[str, float]:
+        return {
+            name: total / (minibatches if name in self.LOSSES else self.counts[name])
+            for name, total in self.totals.items()
+        }
 
 
 def seed_everything(seed: int) -> None:
@@ -215,7 +201,7 @@ class LocalTrainer:
             self.policy.gradient_checkpointing_enable()
         self.reference = self._frozen_copy(self.policy) if config.algorithm.kl_coef > 0 else None
         self.critic: Critic | None = None
-        if config.estimator == "gae":
+        if config.algo_spec.critic:
             self.critic = Critic(copy.deepcopy(self.policy.base_model), self.policy.config.hidden_size).to(self.device)
         self.optimizer = torch.optim.AdamW(
             self.policy.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay
@@ -257,6 +243,14 @@ class LocalTrainer:
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
         self._logger: MetricsLogger | None = None
         self._trajectories: TrajectoryWriter | None = None
+
+    def describe(self) -> str:
+        """What will run, in one line: the algorithm, env, model, budget, device and generator."""
+        config = self.config
+        return (
+            f"{config.algo} ({config.estimator}) on {config.env.id} with {config.model.path}: {config.train.steps} "
+            f"steps x {config.episodes_per_step} episodes, device {self.device}, generator {self.generator_label}"
+        )
 
     @staticmethod
     def _frozen_copy(model: nn.Module) -> nn.Module:
@@ -301,150 +295,203 @@ class LocalTrainer:
         self.step += 1
         return metrics
 
+    # ----------------------------------------------------------------- the update
+
+    def _update(self, batch: Batch) -> dict[str, float]:
+        """Learn from one rollout batch: leave out the episodes that cannot teach, score the rest, estimate their
+        advantages, then take ``train.epochs`` passes of mini-batch optimiser steps; return the update's metrics."""
+        config = self.config
+        trained = algorithms.trained_episodes(batch.finished, config.rollout.samples_per_prompt, config.estimator)
+        batch = batch.keeping(trained)
+        scores = self._scores(batch)
+        advantages = self._advantages(batch, scores, trained)
+        stats = UpdateStats()
+        for epoch in range(config.train.epochs):
+            for minibatch in self._minibatches(len(batch), epoch):
+                self._learn(batch, minibatch, scores, advantages, stats)
+        return self._report(batch, scores, advantages, stats, trained)
+
+    def _scores(self, batch: Batch) -> Scores:
+        """Old log-probs, the reference's log-probs and the critic's values of every token, before any step."""
+        config = self.config
+        size, mini = len(batch), config.train.mini_batch_size or len(batch)
+        fill_old = (
+            self.recompute_logprobs
+            and config.train.epochs == 1
+            and mini >= size
+            and not (self.reference is not None and config.kl_mode == "reward")  # the reward's KL needs them first
+        )
+        scored = self._score(batch, score_old=self.recompute_logprobs and not fill_old)
+        if "old" in scored:
+            old = scored["old"]
+        elif fill_old:
+            old = torch.zeros_like(batch.action_mask)  # filled in by the update's own forward
+        else:
+            old = batch.rollout_logprobs  # the generator is the trained model
+        return Scores(old=old, ref=scored.get("ref"), values=scored.get("values"), fill_old=fill_old)
+
     @torch.no_grad()
     def _score(self, batch: Batch, *, score_old: bool) -> dict[str, torch.Tensor]:
         """Reference log-probs, old values and (with ``score_old``) old log-probs, micro-batch by micro-batch."""
-        config = self.config
-        temperature = config.rollout.temperature
+        temperature = self.config.rollout.temperature
         models = {
             "old": self.policy if score_old else None,
             "ref": self.reference,
             "values": self.critic,
         }
         out = {name: torch.zeros_like(batch.action_mask) for name, model in models.items() if model is not None}
-        for rows in batch.micro_batches(torch.arange(len(batch.rewards)), self.config.train.micro_batch_size):
+        for rows in batch.micro_batches(torch.arange(len(batch)), self.config.train.micro_batch_size):
             ids, attention, mask = batch.slice(rows)
             for name in out:
                 if name == "values":
                     scored = self.critic(ids, attention)[:, : ids.size(1) - 1]  # type: ignore[misc]
                 else:
                     scored = sequence_logprobs(models[name], ids, attention, mask, temperature)
-                out[name][rows] = _pad(scored, batch)
+                out[name][rows] = batch.full_width(scored)
         return out
 
-    def _update(self, batch: Batch) -> dict[str, float]:
+    def _kl(self, batch: Batch, scores: Scores) -> torch.Tensor:
+        """The per-token KL of the old policy to the reference, on action tokens."""
+        assert scores.ref is not None
+        return algorithms.approx_kl(scores.old, scores.ref, self.config.kl_estimator) * batch.action_mask
+
+    def _advantages(self, batch: Batch, scores: Scores, trained: torch.Tensor) -> algorithms.Advantages:
         config, algorithm = self.config, self.config.algorithm
-        size = len(batch.rewards)
-        mini = config.train.mini_batch_size or size
-        # One optimiser step on the batch (one epoch, one mini-batch) and no KL in the reward (which needs the old
-        # log-probs before the advantages): the policy that takes the step is the one that sampled, so the old
-        # log-probs are its own forward in the update, detached. That saves a scoring pass, a quarter of the update.
-        old_in_update = (
-            self.recompute_logprobs
-            and config.train.epochs == 1
-            and mini >= size
-            and not (self.reference is not None and config.kl_mode == "reward")
-        )
-        scores = self._score(batch, score_old=self.recompute_logprobs and not old_in_update)
-        ref, values = scores.get("ref"), scores.get("values")
-        if "old" in scores:
-            old = scores["old"]
-        elif old_in_update:
-            old = torch.zeros_like(batch.action_mask)  # filled in by the update's own forward
-        else:
-            old = batch.rollout_logprobs  # the generator is the trained model
-        mask = batch.action_mask
-        kl = algorithms.approx_kl(old, ref, self.config.kl_estimator) * mask if ref is not None else None
-        use_kl_reward = ref is not None and config.kl_mode == "reward"
-        result = algorithms.compute_advantages(
+        kl_in_reward = scores.ref is not None and config.kl_mode == "reward"
+        return algorithms.compute_advantages(
             batch.rewards,
-            mask,
+            batch.action_mask,
             estimator=config.estimator,
             group_size=config.rollout.samples_per_prompt,
-            kl=kl if use_kl_reward else None,
+            kl=self._kl(batch, scores) if kl_in_reward else None,
             kl_coef=algorithm.kl_coef,
-            values=values,
+            values=scores.values,
             gamma=algorithm.gamma,
             lambd=algorithm.lambd,
             std_norm=algorithm.advantage_std_norm,
             reward_clip=algorithm.reward_clip,
+            included=trained,
         )
-        totals: dict[str, float] = {}
-        counts: dict[str, int] = {}
 
-        def add(name: str, value: float) -> None:
-            totals[name] = totals.get(name, 0.0) + float(value)
-            counts[name] = counts.get(name, 0) + 1
+    def _minibatches(self, size: int, epoch: int) -> list[torch.Tensor]:
+        """The batch's rows in the order of ``epoch`` (seeded by the step), cut into ``train.mini_batch_size``."""
+        config = self.config
+        order = torch.randperm(
+            size, generator=torch.Generator().manual_seed(step_seed(config.seed, self.step, 2 + epoch))
+        )
+        return chunks(order, config.train.mini_batch_size or size)
 
-        for epoch in range(config.train.epochs):
-            order = torch.randperm(
-                size, generator=torch.Generator().manual_seed(step_seed(config.seed, self.step, 2 + epoch))
-            )
-            for minibatch in chunks(order, mini):
-                num_tokens = mask[minibatch].sum().clamp(min=1)
-                num_sequences = (mask[minibatch].sum(-1) > 0).sum().clamp(min=1)
-                aggregation = {"mode": algorithm.loss_agg, "num_tokens": num_tokens, "num_sequences": num_sequences}
-                self.policy.train(config.train.gradient_checkpointing)  # HF checkpoints only in train mode
-                for rows in batch.micro_batches(minibatch, config.train.micro_batch_size):
-                    ids, attention, micro_mask = batch.slice(rows)
-                    width = ids.size(1) - 1
-                    logprobs = sequence_logprobs(self.policy, ids, attention, micro_mask, config.rollout.temperature)
-                    if old_in_update:
-                        old[rows, :width] = logprobs.detach()
-                    loss_result = algorithms.policy_loss(
-                        logprobs,
-                        old[rows, :width],
-                        result.advantages[rows, :width],
-                        micro_mask,
-                        clip_eps_low=algorithm.clip_eps_low,
-                        clip_eps_high=algorithm.clip_eps_high,
-                        dual_clip=algorithm.dual_clip or None,
-                        correction=self.correction,
-                        rollout_log_probs=batch.rollout_logprobs[rows, :width],
-                        **aggregation,
-                    )
-                    loss = loss_result.loss
-                    if loss_result.vllm_kl is not None:
-                        add("vllm_kl", loss_result.vllm_kl.item())
-                        add("is_filter_ratio", loss_result.is_filter_ratio.item())
-                    if ref is not None and config.kl_mode == "loss":
-                        kl_term = algorithms.kl_loss(
-                            logprobs, ref[rows, :width], micro_mask, estimator=config.kl_estimator, **aggregation
-                        )
-                        loss = loss + algorithm.kl_coef * kl_term
-                        add("kl_loss", kl_term.item())
-                    loss.backward()
-                    add("policy_loss", loss_result.loss.item())
-                    add("clip_ratio", loss_result.clip_ratio.item())
-                    add("ppo_kl", loss_result.ppo_kl.item())
-                    if self.critic is not None:
-                        predicted = self.critic(ids, attention)[:, :width]
-                        critic_loss = algorithms.value_loss(
-                            predicted,
-                            values[rows, :width],  # type: ignore[index]
-                            result.returns[rows, :width],
-                            micro_mask,
-                            clip_eps=algorithm.value_clip or None,
-                            **aggregation,
-                        )
-                        critic_loss.backward()
-                        add("value_loss", critic_loss.item())
-                self.policy.eval()
-                if config.train.max_grad_norm:
-                    norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), config.train.max_grad_norm)
-                    add("grad_norm", norm.item())
-                self.optimizer.step()
-                self.scheduler.step()
-                self.optimizer.zero_grad(set_to_none=True)
-                if self.critic is not None and self.critic_optimizer is not None:
-                    if config.train.max_grad_norm:
-                        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), config.train.max_grad_norm)
-                    self.critic_optimizer.step()
-                    self.critic_optimizer.zero_grad(set_to_none=True)
-        # Per-micro-batch losses are shares of their mini-batch's mean: sum them per mini-batch.
-        minibatches = config.train.epochs * -(-size // mini)
-        report = {
-            name: totals[name] / minibatches
-            if name in ("policy_loss", "value_loss", "kl_loss")
-            else totals[name] / counts[name]
-            for name in totals
+    def _learn(
+        self,
+        batch: Batch,
+        minibatch: torch.Tensor,
+        scores: Scores,
+        advantages: algorithms.Advantages,
+        stats: UpdateStats,
+    ) -> None:
+        """One optimiser step on a mini-batch, its gradients accumulated over micro-batches."""
+        train = self.config.train
+        mask = batch.action_mask[minibatch]
+        # The whole mini-batch's counts: each micro-batch's loss is its share of the mini-batch's mean.
+        aggregation = {
+            "mode": self.config.algorithm.loss_agg,
+            "num_tokens": mask.sum().clamp(min=1),
+            "num_sequences": (mask.sum(-1) > 0).sum().clamp(min=1),
         }
-        report["advantage_mean"] = float(algorithms.masked_mean(result.advantages, mask)) if mask.sum() else 0.0
-        report["return_mean"] = float(result.token_rewards.sum(-1).mean())
-        if kl is not None:
-            report["kl"] = float(algorithms.masked_mean(kl, mask)) if mask.sum() else 0.0
+        self.policy.train(train.gradient_checkpointing)  # HF checkpoints only in train mode
+        for rows in batch.micro_batches(minibatch, train.micro_batch_size):
+            self._backward(batch, rows, scores, advantages, aggregation, stats)
+        self.policy.eval()
+        self._optimiser_step(stats)
+
+    def _backward(
+        self,
+        batch: Batch,
+        rows: torch.Tensor,
+        scores: Scores,
+        advantages: algorithms.Advantages,
+        aggregation: dict[str, Any],
+        stats: UpdateStats,
+    ) -> None:
+        """The policy's (and critic's) loss on one micro-batch, back-propagated."""
+        config, algorithm = self.config, self.config.algorithm
+        ids, attention, mask = batch.slice(rows)
+        width = ids.size(1) - 1
+        logprobs = sequence_logprobs(self.policy, ids, attention, mask, config.rollout.temperature)
+        if scores.fill_old:
+            scores.old[rows, :width] = logprobs.detach()
+        policy = algorithms.policy_loss(
+            logprobs,
+            scores.old[rows, :width],
+            advantages.advantages[rows, :width],
+            mask,
+            clip_eps_low=algorithm.clip_eps_low,
+            clip_eps_high=algorithm.clip_eps_high,
+            dual_clip=algorithm.dual_clip or None,
+            correction=self.correction,
+            rollout_log_probs=batch.rollout_logprobs[rows, :width],
+            **aggregation,
+        )
+        loss = policy.loss
+        if policy.vllm_kl is not None:
+            stats.add("vllm_kl", policy.vllm_kl.item())
+            stats.add("is_filter_ratio", policy.is_filter_ratio.item())
+        if scores.ref is not None and config.kl_mode == "loss":
+            kl_term = algorithms.kl_loss(
+                logprobs, scores.ref[rows, :width], mask, estimator=config.kl_estimator, **aggregation
+            )
+            loss = loss + algorithm.kl_coef * kl_term
+            stats.add("kl_loss", kl_term.item())
+        loss.backward()
+        stats.add("policy_loss", policy.loss.item())
+        stats.add("clip_ratio", policy.clip_ratio.item())
+        stats.add("ppo_kl", policy.ppo_kl.item())
+        if self.critic is not None:
+            assert scores.values is not None
+            critic_loss = algorithms.value_loss(
+                self.critic(ids, attention)[:, :width],
+                scores.values[rows, :width],
+                advantages.returns[rows, :width],
+                mask,
+                clip_eps=algorithm.value_clip or None,
+                **aggregation,
+            )
+            critic_loss.backward()
+            stats.add("value_loss", critic_loss.item())
+
+    def _optimiser_step(self, stats: UpdateStats) -> None:
+        """Clip the accumulated gradients, step the policy (and critic) and clear them."""
+        max_norm = self.config.train.max_grad_norm
+        if max_norm:
+            stats.add("grad_norm", torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm).item())
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.critic is not None and self.critic_optimizer is not None:
+            if max_norm:
+                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), max_norm)
+            self.critic_optimizer.step()
+            self.critic_optimizer.zero_grad(set_to_none=True)
+
+    def _report(
+        self,
+        batch: Batch,
+        scores: Scores,
+        advantages: algorithms.Advantages,
+        stats: UpdateStats,
+        trained: torch.Tensor,
+    ) -> dict[str, float]:
+        """The update's metrics: the losses and diagnostics, and what the batch's advantages and KL were."""
+        size, mask = len(batch), batch.action_mask
+        mini = self.config.train.mini_batch_size or size
+        report = stats.means(minibatches=self.config.train.epochs * -(-size // mini))
+        report["advantage_mean"] = float(algorithms.masked_mean(advantages.advantages, mask)) if mask.sum() else 0.0
+        report["return_mean"] = float(advantages.token_rewards[trained].sum(-1).mean()) if trained.any() else 0.0
+        if scores.ref is not None:  # from the old log-probs as the update left them (filled in, with fill_old)
+            report["kl"] = float(algorithms.masked_mean(self._kl(batch, scores), mask)) if mask.sum() else 0.0
         if self.recompute_logprobs and mask.sum():
-            report["logprob_mismatch"] = float(((old - batch.rollout_logprobs).abs() * mask).max())
+            report["logprob_mismatch"] = float(((scores.old - batch.rollout_logprobs).abs() * mask).max())
+        report["left_out_episodes"] = int((~trained).sum())
         return report
 
     # ----------------------------------------------------------------- the loop
@@ -460,7 +507,7 @@ class LocalTrainer:
         """
         config = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+        (self.run_dir / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2))
         resumed = bool(config.train.resume) and self.resume(config.train.resume)
         _keep_records_up_to(self.run_dir, self.step if resumed else 0)
         self._logger = MetricsLogger(
@@ -471,7 +518,7 @@ class LocalTrainer:
             config=config.to_dict(),
         )
         if config.log.trajectories:
-            self._trajectories = TrajectoryWriter(self.run_dir / "trajectories.jsonl", durable=False)
+            self._trajectories = TrajectoryWriter(self.run_dir / TRAJECTORIES_FILE, durable=False)
         started = time.perf_counter()
         stages: dict[str, dict[str, float]] = {}
         if config.eval.stages and not resumed:
@@ -498,18 +545,19 @@ class LocalTrainer:
         if stages:
             summary["stages"] = stages
         summary["checkpoint"] = str(self.save_checkpoint())
-        summary["final_model"] = str(self.save_model(self.run_dir / "final"))
-        records = [r for r in read_metrics(self.run_dir / "metrics.jsonl") if "reward_mean" in r]
+        summary["final_model"] = str(self.save_model(self.run_dir / FINAL_MODEL_DIR))
+        records = [r for r in read_metrics(self.run_dir / METRICS_FILE) if "reward_mean" in r]
         if records:
             summary["reward_first"], summary["reward_last"] = records[0]["reward_mean"], records[-1]["reward_mean"]
-        summary["metrics"] = str(self.run_dir / "metrics.jsonl")
+        summary["metrics"] = str(self.run_dir / METRICS_FILE)
         if config.log.trajectories:
-            summary["trajectories"] = str(self.run_dir / "trajectories.jsonl")
+            summary["trajectories"] = str(self.run_dir / TRAJECTORIES_FILE)
         if config.log.tensorboard:
-            summary["tensorboard"] = str(self.run_dir / "tensorboard")
+            summary["tensorboard"] = str(self.run_dir / TENSORBOARD_DIR)
         if config.log.plot and records:
             title = f"{config.algo} on {config.env.id} ({config.model.path})"
-            summary["reward_curve"] = str(plot_reward_curve(records, self.run_dir / "reward_curve.png", title=title))
+            curve = plot_reward_curve(records, self.run_dir / REWARD_CURVE_FILE, title=title)
+            summary["reward_curve"] = str(curve)
         self.close()
         return summary
 
@@ -519,9 +567,18 @@ class LocalTrainer:
         trajectories go to ``<run dir>/stages/<name>/eval``."""
         from agentfly_train.evaluate import evaluate
 
-        config = msgspec.structs.replace(self.config, out_dir=str(self.run_dir / "stages" / name))
+        config = msgspec.structs.replace(self.config, out_dir=str(self.run_dir / STAGES_DIR / name))
         summary = evaluate(
             config, model=self.policy, tokenizer=self.tokenizer, env_fn=self.env_fn, generator=self.generator
+        )
+        logger.info(
+            "held-out tasks, %s: success %.3f, reward %.3f, %.2f tool calls per episode (%d episodes, %.0f s)",
+            name,
+            summary["success_rate"],
+            summary["reward_mean"],
+            summary["tool_calls_per_episode"],
+            summary["episodes"],
+            summary["wall_s"],
         )
         keys = ("success_rate", "reward_mean", "tool_calls_per_episode", "turns_per_episode")
         return {key: value for key, value in summary.items() if key.rpartition("/")[2] in keys}
@@ -541,6 +598,15 @@ class LocalTrainer:
         if self.critic is not None:
             self.critic.body.load_state_dict(self.policy.base_model.state_dict())
         self.save_model(self.run_dir / WARM_START_DIR)
+        logger.info(
+            "warm start: %d episodes (%d model tokens), %d steps in %.0f s; loss %.3f -> %.3f",
+            result.episodes,
+            result.action_tokens,
+            len(result.losses),
+            result.seconds,
+            result.losses[0],
+            result.losses[-1],
+        )
         return {
             "sft_loss_first": result.losses[0],
             "sft_loss_last": result.losses[-1],
@@ -574,8 +640,8 @@ class LocalTrainer:
 
     def save_checkpoint(self) -> Path:
         """Everything needed to continue exactly: weights, optimiser states, the step. Old ones are pruned."""
-        root = self.run_dir / "checkpoints"
-        target = root / f"{CHECKPOINT_PREFIX}{self.step:06d}"
+        root = self.run_dir / CHECKPOINTS_DIR
+        target = root / checkpoint_name(self.step)
         state: dict[str, Any] = {
             "step": self.step,
             "policy": self.policy.state_dict(),
@@ -588,14 +654,14 @@ class LocalTrainer:
             state["critic_optimizer"] = self.critic_optimizer.state_dict()
         with atomic_path(target) as scratch:
             scratch.mkdir()
-            torch.save(state, scratch / "trainer.pt")
+            torch.save(state, scratch / CHECKPOINT_STATE_FILE)
         kept = sorted(root.glob(f"{CHECKPOINT_PREFIX}*"))
         for old in kept[: max(0, len(kept) - self.config.train.keep_checkpoints)]:
             shutil.rmtree(old, ignore_errors=True)
         return target
 
     def latest_checkpoint(self) -> Path | None:
-        found = sorted((self.run_dir / "checkpoints").glob(f"{CHECKPOINT_PREFIX}*"))
+        found = sorted((self.run_dir / CHECKPOINTS_DIR).glob(f"{CHECKPOINT_PREFIX}*"))
         return found[-1] if found else None
 
     def resume(self, where: str | os.PathLike[str]) -> bool:
@@ -603,7 +669,7 @@ class LocalTrainer:
         path = self.latest_checkpoint() if str(where) == "auto" else Path(where)
         if path is None:
             return False
-        state = torch.load(Path(path) / "trainer.pt", map_location=self.device, weights_only=True)
+        state = torch.load(Path(path) / CHECKPOINT_STATE_FILE, map_location=self.device, weights_only=True)
         self.policy.load_state_dict(state["policy"])
         if self.reference is not None and self.config.sft.enabled:
             self.reference.load_state_dict(self._warm_started_weights())
@@ -628,7 +694,7 @@ def _keep_records_up_to(run_dir: Path, step: int) -> None:
     A run that died after its last checkpoint logged steps that the resumed run will take again. Lines are kept
     byte for byte; a damaged one (the crash cut it) is dropped.
     """
-    metrics = run_dir / "metrics.jsonl"
+    metrics = run_dir / METRICS_FILE
     if metrics.exists():
         kept = [r for r in read_metrics(metrics) if r.get("step", 0) <= step]
         metrics.write_text("".join(json.dumps(r) + "\n" for r in kept))
@@ -641,15 +707,9 @@ def _keep_records_up_to(run_dir: Path, step: int) -> None:
             return False
         return int(episode_id.split("-")[0]) < step
 
-    for path in (run_dir / "trajectories.jsonl", run_dir / TOKENS_FILE):
+    for path in (run_dir / TRAJECTORIES_FILE, run_dir / TOKENS_FILE):
         if not path.exists():
             continue
         kept_lines = [line for line in path.read_bytes().splitlines(keepends=True) if step and before_step(line)]
         with atomic_path(path) as scratch:
             scratch.write_bytes(b"".join(line if line.endswith(b"\n") else line + b"\n" for line in kept_lines))
-
-
-def _pad(values: torch.Tensor, batch: Batch) -> torch.Tensor:
-    """Right-pad a micro-batch's per-token tensor to the batch's width."""
-    width = batch.action_mask.size(1)
-    return torch.nn.functional.pad(values, (0, width - values.size(1)))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -86,6 +87,8 @@ def engine_args(
         "logprobs_mode": "processed_logprobs",
         "enable_prefix_caching": True,  # every turn re-sends the episode so far
         "max_model_len": max_model_len,
+        # The checkpoint-loading progress bar is INFO-level chatter: shown only when vLLM's log is (--verbose).
+        "use_tqdm_on_load": logging.getLogger("vllm").getEffectiveLevel() <= logging.INFO,
     }
     if torch.cuda.is_available():
         args["gpu_memory_utilization"] = gpu_memory_utilization

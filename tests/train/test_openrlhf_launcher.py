@@ -98,7 +98,7 @@ def test_every_algorithm_is_accepted_by_openrlhf(tmp_path, algo):
     launcher = launcher_for(tmp_path, algo=algo)
     assert launcher.argv[:3] == [sys.executable, "-m", ENTRY_MODULE] and launcher.runtime_env is None
     args = openrlhf_parse(entry_args(launcher.argv))
-    assert args.algo.advantage.estimator == ALGORITHMS[algo]
+    assert args.algo.advantage.estimator == ALGORITHMS[algo].estimator
     assert args.rollout.n_samples_per_prompt == 4 and args.rollout.batch_size == 8
     assert args.actor.model_name_or_path == MODEL
     assert args.train.agent_func_path == str(AGENT_FILE) and AGENT_FILE.is_file()
@@ -577,7 +577,7 @@ def test_cli_exit_codes_and_no_heavy_imports(tmp_path):
     for expected in [
         "not installed; running OpenRLHF here needs a GPU machine",
         "vLLM needs GPUs of its own",
-        "--dry-run prints the OpenRLHF command: use it with --backend openrlhf",
+        "--dry-run prints the command a backend would run: use it with --backend openrlhf",
     ]:
         assert expected in run.stderr
 

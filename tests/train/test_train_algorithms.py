@@ -381,3 +381,59 @@ def test_gradient_accumulation_adds_up_to_the_step_mean():
         for rows in (slice(0, 2), slice(2, 6))
     )
     assert parts.item() == pytest.approx(whole.item(), abs=1e-6)
+
+
+# ----------------------------------------------------------------------------- failed episodes
+
+GROUP_ESTIMATORS = [e for e in algorithms.ESTIMATORS if algorithms.by_estimator(e).baseline is not None]
+
+
+@pytest.mark.parametrize("estimator", GROUP_ESTIMATORS)
+def test_a_group_baseline_ignores_failed_episodes(estimator):
+    rewards = torch.tensor([1.0, 9.0, 0.0, 0.5, 1.0, 0.0, -4.0, 2.0, 3.0])  # three groups of three
+    finished = torch.tensor([True, False, True, True, True, True, False, True, False])
+    trained = algorithms.trained_episodes(finished, 3, estimator)
+    assert trained.tolist() == [True, False, True, True, True, True, False, False, False]  # group 2: one finished
+    shaped = group_baseline(rewards, 3, estimator, included=trained)
+    # Each group's finished episodes get the baseline of those episodes alone, whatever the failed one scored.
+    assert torch.allclose(shaped[[0, 2]], group_baseline(rewards[[0, 2]], 2, estimator))
+    assert torch.allclose(shaped[3:6], group_baseline(rewards[3:6], 3, estimator))
+    assert shaped[[1, 6, 7, 8]].tolist() == [0.0, 0.0, 0.0, 0.0]  # left out, and a group of one teaches nothing
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    estimator=st.sampled_from(algorithms.ESTIMATORS),
+    failed=st.integers(0, 7),
+    reward=st.floats(-20, 20),
+)
+def test_what_a_failed_episode_holds_changes_nothing_for_the_others(seed, estimator, failed, reward):
+    g, mask = random_batch(seed, 8, 7)
+    rewards = torch.rand(8, generator=g)
+    values = torch.randn(8, 7, generator=g) if estimator == "gae" else None
+    finished = torch.arange(8) != failed
+    included = algorithms.trained_episodes(finished, 4, estimator)
+    others = included.nonzero().flatten()
+
+    def advantages(rewards, mask, values):
+        return compute_advantages(
+            rewards, mask, estimator=estimator, group_size=4, values=values, gamma=0.9, included=included
+        )
+
+    ours = advantages(rewards, mask, values)
+    changed_rewards, changed_mask = rewards.clone(), mask.clone()
+    changed_rewards[failed], changed_mask[failed] = reward, 1.0
+    changed_values = None if values is None else values.index_add(0, torch.tensor([failed]), torch.full((1, 7), 3.0))
+    changed = advantages(changed_rewards, changed_mask, changed_values)
+    assert torch.allclose(ours.advantages[others], changed.advantages[others], atol=1e-5)
+    assert torch.allclose(ours.returns[others], changed.returns[others], atol=1e-5)
+    if algorithms.by_estimator(estimator).baseline is None:  # no group: exactly the batch without the episode
+        alone = compute_advantages(
+            rewards[others],
+            mask[others],
+            estimator=estimator,
+            values=None if values is None else values[others],
+            gamma=0.9,
+        )
+        assert torch.allclose(ours.advantages[others], alone.advantages, atol=1e-5)

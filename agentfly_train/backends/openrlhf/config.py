@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import msgspec
 
+from agentfly_train.algorithm_registry import ALGORITHMS
 from agentfly_train.config import AtLeastOne, BackendSection, ZeroOrMore
 
 if TYPE_CHECKING:
@@ -153,13 +154,13 @@ class OpenRLHFConfig(BackendSection):
         actor_layout = (self.num_nodes, self.gpus_per_node)
         if colocated & {"all", "actor-ref"} and run.algorithm.kl_coef > 0 and self.ref_layout != actor_layout:
             return "a colocated reference model needs the actor's layout: leave openrlhf.ref_num_nodes/ref_gpus_per_node at 0"
-        if "all" in colocated and run.estimator == "gae" and self.critic_layout != actor_layout:
+        if "all" in colocated and run.algo_spec.critic and self.critic_layout != actor_layout:
             return (
                 'with openrlhf.colocate = "all" the critic shares the actor\'s GPUs: leave openrlhf.critic_num_nodes/'
                 "critic_gpus_per_node at 0"
             )
-        if "critic-reward" in colocated and run.estimator != "gae":
-            return f'openrlhf.colocate "{self.colocate}" places a critic, but {run.algo} has none (only ppo)'
+        if "critic-reward" in colocated and not run.algo_spec.critic:
+            return f'openrlhf.colocate "{self.colocate}" places a critic, but {run.algo} has none (algorithms with one: {_critics()})'
         # OpenRLHF's own checks, which it makes only after Ray and the models have started.
         rollout_micro = self.rollout_micro_batch_size or run.train.micro_batch_size
         if run.episodes_per_step // rollout_micro < self.actor_gpus:
@@ -169,7 +170,7 @@ class OpenRLHFConfig(BackendSection):
             )
         batch = run.train.mini_batch_size or run.episodes_per_step
         groups = [("actor", self.actor_gpus)]
-        if run.estimator == "gae":
+        if run.algo_spec.critic:
             groups.append(("critic", self.critic_layout[0] * self.critic_layout[1]))
         for role, gpus in groups:
             if batch % (run.train.micro_batch_size * gpus):
@@ -182,3 +183,8 @@ class OpenRLHFConfig(BackendSection):
         if any(char in run.out_dir for char in ",@"):
             return f"out_dir {run.out_dir!r} holds the prompt files OpenRLHF reads; it must not contain ',' or '@'"
         return None
+
+
+def _critics() -> str:
+    """The algorithms with a critic, named."""
+    return ", ".join(name for name, algorithm in ALGORITHMS.items() if algorithm.critic)

@@ -59,6 +59,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +208,7 @@ def openrlhf_args(
         train.keep_checkpoints,
     ]
     if (
-        config.estimator == "gae"
+        config.algo_spec.critic
     ):  # ppo's critic; no value clip (0) is an unbounded one, as OpenRLHF's flag cannot be unset
         args += [
             "--critic.num_nodes",
@@ -276,10 +277,11 @@ def openrlhf_args(
 
 
 class OpenRLHFLauncher:
-    """The ``openrlhf`` backend: built from a config (like the local trainer), then :meth:`run`.
+    """The ``openrlhf`` backend (a :class:`~agentfly_train.backends.TrainingBackend`): built from a config,
+    then :meth:`fit` (or :meth:`run`) runs OpenRLHF's command.
 
     Building checks what the chosen mode needs, exports the prompt files and builds the command;
-    nothing starts until :meth:`run`.
+    nothing starts until :meth:`fit`.
 
     Attributes:
         argv: The whole command (``ray job submit ... -- python3 -m ...`` when submitting).
@@ -287,6 +289,7 @@ class OpenRLHFLauncher:
         runtime_env: The Ray runtime env of a submitted job; None for a run here.
         job_dir: Where the prompt files are (the job's working dir when submitting).
         notes: What was written where, and what the command does not carry.
+        dry_run: Prepare and describe only: :meth:`fit` runs nothing.
 
     Example:
         >>> launcher = OpenRLHFLauncher(Config.from_dict({"backend": "openrlhf"}), dry_run=True)  # doctest: +SKIP
@@ -296,6 +299,7 @@ class OpenRLHFLauncher:
 
     def __init__(self, config: Config, *, dry_run: bool = False) -> None:
         config.validate(check_model=False)
+        self.dry_run = dry_run
         cluster = config.openrlhf
         submit = bool(cluster.ray_address)
         if not dry_run:
@@ -393,6 +397,15 @@ class OpenRLHFLauncher:
             "--",
             *entry,
         ]
+
+    def describe(self) -> str:
+        """What was prepared (``# ...`` lines), then the command as one shell line."""
+        return "\n".join([*(f"# {note}" for note in self.notes), self.shell()])
+
+    def fit(self, *, on_step: Callable[[int, dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Run the command, whose output streams through (OpenRLHF reports its own steps: ``on_step`` is not
+        called), or nothing in a dry run. The summary is the command's ``exit_code``."""
+        return {"exit_code": 0 if self.dry_run else self.run()}
 
     def shell(self) -> str:
         """The command as one shell line; a run here carries its variables in front, secrets show as ``"$NAME"``."""
