@@ -37,7 +37,8 @@ from agentfly_train.generation import Generator
 from agentfly_train.generation.openai import OpenAIChatClient
 from agentfly_train.metrics import episode_metrics, per_env_metrics, sequence_metrics
 from agentfly_train.rollout import Episode, EpisodeStats, reset_episode, step_episode
-from agentfly_train.tokens_log import TOKENS_FILE, write_token_log
+from agentfly_train.run_files import EVAL_DIR, SUMMARY_FILE, TOKENS_FILE, TRAJECTORIES_FILE
+from agentfly_train.tokens_log import write_token_log
 
 
 def evaluate(
@@ -90,9 +91,9 @@ def evaluate(
             metrics.update(per_env_metrics(episodes))
     finally:
         run_sync(envs.close())
-    out = Path(config.out_dir) / "eval"
+    out = Path(config.out_dir) / EVAL_DIR
     out.mkdir(parents=True, exist_ok=True)
-    with TrajectoryWriter(out / "trajectories.jsonl", durable=False) as writer:
+    with TrajectoryWriter(out / TRAJECTORIES_FILE, durable=False) as writer:
         for episode in episodes:
             if episode.trajectory is not None:
                 writer.write(episode.trajectory)
@@ -105,10 +106,10 @@ def evaluate(
         "temperature": config.eval.temperature,
         **metrics,
         "wall_s": time.perf_counter() - started,
-        "trajectories": str(out / "trajectories.jsonl"),
+        "trajectories": str(out / TRAJECTORIES_FILE),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    summary["summary_file"] = str(out / "summary.json")
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+    summary["summary_file"] = str(out / SUMMARY_FILE)
     return summary
 
 

@@ -28,6 +28,7 @@ import msgspec
 
 from agentfly_env.core.types import EpisodeSummary, summarize
 from agentfly_train.rollout import Episode, EpisodeStats
+from agentfly_train.run_files import METRICS_FILE, TENSORBOARD_DIR
 
 
 def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, float]:
@@ -117,13 +118,13 @@ class MetricsLogger:
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.run_dir / "metrics.jsonl"
+        self.path = self.run_dir / METRICS_FILE
         self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 - line-buffered, closed in close()
         self._tensorboard = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tensorboard = SummaryWriter(str(self.run_dir / "tensorboard"))
+            self._tensorboard = SummaryWriter(str(self.run_dir / TENSORBOARD_DIR))
         self._wandb = None
         if wandb:
             try:

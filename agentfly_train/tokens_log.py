@@ -31,8 +31,6 @@ from typing import Any
 
 import msgspec
 
-from agentfly_train.run_files import TOKENS_FILE  # noqa: F401 - the sidecar's name, imported from here by its writers
-
 
 class TokenRecord(msgspec.Struct, omit_defaults=True):
     """One episode's token sequence as trained.

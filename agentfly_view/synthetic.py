@@ -23,7 +23,8 @@ import msgspec
 
 from agentfly_env.core.recording import TrajectoryWriter
 from agentfly_env.core.types import Step, ToolCall, ToolResult, Trajectory
-from agentfly_train.tokens_log import TOKENS_FILE, TokenRecord, mask_runs
+from agentfly_train.run_files import TOKENS_FILE
+from agentfly_train.tokens_log import TokenRecord, mask_runs
 
 ENVS = ("AgentFly/Math-v0", "AgentFly/Search-v0")
 MAX_TURNS = 3

@@ -201,8 +201,8 @@ def _logprob_gap(generator: Any, model: Any, chat: Any, quick: bool) -> dict[str
     """|vLLM's log-prob - the trainer's| over the tokens vLLM samples (float32 trainer, temperature 1)."""
     import torch
 
-    from agentfly_train.backends.local import sequence_logprobs
     from agentfly_train.generation import GenerationRequest, SamplingParams
+    from agentfly_train.training import sequence_logprobs
 
     count = 4 if quick else 16
     params = SamplingParams(64, temperature=1.0, stop_token_ids=tuple(sorted(chat.end_of_turn_ids)))

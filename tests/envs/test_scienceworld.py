@@ -207,7 +207,10 @@ async def test_tools_observe_without_spending_moves_and_commands_run_in_order(ma
         "The door is now open",
         "You move to the kitchen",
     ]
-    assert "called the kitchen" in info["step"].tool_results[2].output and "inventory" in info["step"].tool_results[3].output
+    assert (
+        "called the kitchen" in info["step"].tool_results[2].output
+        and "inventory" in info["step"].tool_results[3].output
+    )
     assert info["moves"] == 2 and info["step"].errors == {}
     observation, *_, info = await env.astep(CALL.format(name="valid_actions", arguments='{"contains": "oven"}'))
     listed = observation.splitlines()

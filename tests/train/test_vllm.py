@@ -18,13 +18,13 @@ import torch
 from test_train_rollout import echo_env
 
 from agentfly_env.resources.distributed import make_env_pool
-from agentfly_train.backends.local import sequence_logprobs
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config, RolloutConfig
 from agentfly_train.generation import AsyncGenerator, GenerationRequest, SamplingParams, build_generator, describe
 from agentfly_train.generation.vllm import AsyncVLLMGenerator, VLLMError, VLLMGenerator
 from agentfly_train.models import load_causal_lm
 from agentfly_train.rollout import Rollout
+from agentfly_train.training import sequence_logprobs
 
 CONTEXT = 1024
 

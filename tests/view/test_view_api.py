@@ -9,7 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from agentfly_train.cli import _print_summary
-from agentfly_train.tokens_log import TOKENS_FILE
+from agentfly_train.run_files import TOKENS_FILE
 from agentfly_view.app import create_app
 from agentfly_view.cli import find_runs, main
 from agentfly_view.runs import RunDir

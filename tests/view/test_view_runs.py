@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 import agentfly_view
 from agentfly_env.core.types import Step, Trajectory
-from agentfly_train.tokens_log import TOKENS_FILE, TokenRecord, mask_from_runs, mask_runs
+from agentfly_train.run_files import TOKENS_FILE
+from agentfly_train.tokens_log import TokenRecord, mask_from_runs, mask_runs
 from agentfly_view.runs import ENDED, EpisodeFilter, EpisodeIndex, RunDir, TokenIndex
 
 
