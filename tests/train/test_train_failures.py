@@ -11,7 +11,10 @@ import torch
 from test_train_learning import ShoutEnv, shout_config
 from test_train_rollout import tiny_model
 
+from agentfly_env.core.recording import read_trajectories
 from agentfly_train.backends.local import LocalTrainer
+from agentfly_train.metrics import read_metrics
+from agentfly_train.run_files import CHECKPOINTS_DIR, METRICS_FILE, TRAJECTORIES_FILE, checkpoint_name
 from agentfly_train.training import Batch
 
 
@@ -43,3 +46,35 @@ def test_an_update_leaves_out_failed_episodes_and_a_lone_survivors_group(tokeniz
         assert torch.allclose(ours, theirs, atol=1e-5)
     played.close()
     alone.close()
+
+
+class FlakyShoutEnv(ShoutEnv):
+    """ShoutEnv whose backend dies under the second turn of every third task."""
+
+    async def _reset(self, seed, options):
+        self.doomed = seed is not None and seed % 3 == 0
+        return await super()._reset(seed, options)
+
+    async def _step(self, action):
+        if self.doomed and self.said:
+            raise ConnectionResetError("the env's backend went away")
+        return await super()._step(action)
+
+
+def test_a_training_run_survives_envs_that_die(tokenizer, tmp_path):
+    """The issue's reproduction in small: envs die during the run's rollouts, every step still trains and
+    checkpoints, and the metrics count what was left out."""
+    torch.set_num_threads(1)
+    config = shout_config("grpo", tmp_path, steps=3, epochs=1, save_every=1)
+    trainer = LocalTrainer(config, model=tiny_model(tokenizer), tokenizer=tokenizer, env_fn=FlakyShoutEnv)
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
+    records = [r for r in read_metrics(tmp_path / METRICS_FILE) if r["step"] >= 1]
+    assert [r["step"] for r in records] == [1, 2, 3]
+    assert sum(r["failed_episodes"] for r in records) >= 4  # at least one task of four chains each
+    assert all(r["left_out_episodes"] >= r["failed_episodes"] for r in records)
+    assert (tmp_path / CHECKPOINTS_DIR / checkpoint_name(3)).is_dir()  # older ones are pruned (keep_checkpoints)
+    failed = [t for t in read_trajectories(tmp_path / TRAJECTORIES_FILE) if t.steps and not t.done]
+    assert failed  # a failed episode's record is kept, as far as its env got
