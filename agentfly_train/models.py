@@ -156,3 +156,30 @@ def load_causal_lm(path: str, *, dtype: str = "float32", device: str = "auto", c
 
     model = AutoModelForCausalLM.from_pretrained(resolve_model_path(path, cache_dir), dtype=getattr(torch, dtype))
     return model.to(pick_device(device))
+
+
+def random_model(tokenizer: Any, *, seed: int = 0, layers: int = 2, hidden: int = 64) -> Any:
+    """A small randomly initialised Llama with ``tokenizer``'s vocabulary: quick to sample and train on a CPU,
+    for tests and soaks of the training machinery (it has learned nothing).
+
+    Example:
+        >>> model = random_model(load_tokenizer(resolve_model_path("smollm2-135m")))  # doctest: +SKIP
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return LlamaForCausalLM(config).eval()

@@ -360,19 +360,20 @@ class Rollout:
             raise ValueError(f"{len(episodes)} episodes need as many envs; the env pool holds {self.envs.config.size}")
         stats = RolloutStats()
         started = time.perf_counter()
-        leases = await asyncio.gather(*(self.envs.acquire(timeout=self.lease_timeout_s) for _ in episodes))
+        leases = await self._lease_envs(episodes)
+        playing = [episode for episode in episodes if episode.failure is None]
         try:
             if self.config.overlap:
-                await _OverlappedRun(self, episodes, leases, sample_seed, stats).run()
+                await _OverlappedRun(self, playing, leases, sample_seed, stats).run()
             else:
-                await self._lockstep(episodes, leases, sample_seed, stats)
+                await self._lockstep(playing, leases, sample_seed, stats)
         finally:
             # An env that failed, or was left mid-episode (an error, a cancel), may be in any state: the
             # pool replaces it.
             await asyncio.gather(
                 *(
                     lease.release(broken=e.failure is not None or not e.done)
-                    for lease, e in zip(leases, episodes, strict=True)
+                    for lease, e in zip(leases, playing, strict=True)
                 )
             )
         stats.wall_s = time.perf_counter() - started
@@ -382,6 +383,21 @@ class Rollout:
             if episode.trajectory is not None:
                 episode.trajectory.episode_id = f"{episode_id_prefix}{episode.group}-{episode.chain}"
         return RolloutResult(episodes=episodes, stats=stats)
+
+    async def _lease_envs(self, episodes: list[Episode]) -> list[Lease[EnvHandle]]:
+        """An env for each episode; an episode whose env could not be made (its actor killed while it started)
+        fails, with the reason, and the others are played. Every env failing to start is an error of the run."""
+        leased = await asyncio.gather(
+            *(self.envs.acquire(timeout=self.lease_timeout_s) for _ in episodes), return_exceptions=True
+        )
+        errors = [lease for lease in leased if isinstance(lease, BaseException)]
+        if errors and (len(errors) == len(leased) or not all(isinstance(e, Exception) for e in errors)):
+            await asyncio.gather(*(lease.release() for lease in leased if not isinstance(lease, BaseException)))
+            raise errors[0]
+        for episode, lease in zip(episodes, leased, strict=True):
+            if isinstance(lease, Exception):
+                episode.fail(lease)
+        return [lease for lease in leased if not isinstance(lease, BaseException)]
 
     # ----------------------------------------------------------------- one episode's steps
 

@@ -64,7 +64,7 @@ from agentfly_train.models import (
     pick_device,
     resolve_model_path,
 )
-from agentfly_train.rollout import Rollout
+from agentfly_train.rollout import Episode, Rollout
 from agentfly_train.run_files import (
     CHECKPOINT_PREFIX,
     CHECKPOINT_STATE_FILE,
@@ -229,6 +229,8 @@ class LocalTrainer:
         #: Which generator samples, for the run's log (``vllm (float32)``).
         self.generator_label = describe(self.generator)
         self.rollout = Rollout(self.envs, self.chat, self.generator, config.rollout)
+        #: The episodes of the last training step, as they were trained on (for reports and soaks).
+        self.last_episodes: list[Episode] = []
         # A separate engine (vLLM) samples with its own numerics: score the tokens with the trained model.
         self.recompute_logprobs = config.train.recompute_logprobs or not isinstance(
             self.generator, TransformersGenerator
@@ -268,7 +270,7 @@ class LocalTrainer:
         rng = np.random.default_rng(step_seed(config.seed, self.step, 0))
         task_seeds = rng.integers(0, 2**31 - 1, size=config.rollout.prompts_per_step).tolist()
         result = self.rollout.run(task_seeds, step_seed(config.seed, self.step, 1), episode_id_prefix=f"{self.step}-")
-        episodes = result.episodes
+        episodes = self.last_episodes = result.episodes
         metrics: dict[str, Any] = {
             **episode_metrics(episodes),
             **sequence_metrics(episodes),

@@ -1,13 +1,17 @@
 """``agentfly-bench --suite chaos``: a soak of many episodes while a driver kills backends at random.
 
-Two lanes play episodes at once, on loopback only:
+Three lanes play episodes at once, on loopback only:
 
 - **serve**: ``agentfly-serve`` (its own process) serving ``AgentFly/Mix-v0`` over Math, Code (bubblewrap
   sandboxes), WebShop, ScienceWorld (JVMs), ALFWorld (TextWorld engine workers) and Search (its
   ``retrieve`` cached in a ``redis-server``), played by ``AgentFly/Remote-v0`` clients through a TCP
   relay in this process, so a connection can be cut under a live session;
 - **ray**: the Ray env pool (:func:`~agentfly_env.resources.distributed.make_env_pool`, ``backend="ray"``) over
-  Math and Code, in actors of a local Ray cluster.
+  Math and Code, in actors of a local Ray cluster;
+- **train**: the trainer itself (:class:`~agentfly_train.backends.local.LocalTrainer`, GRPO) taking steps on
+  Math episodes whose envs are Ray actors of its own pool, a small random model sampling: its rollout,
+  failure handling, update and checkpoints under the same kills. An episode whose env actor died must end
+  failed with its reason and be left out of the update, and the run must take every step.
 
 Every few seconds the driver kills one backend, the kinds in turn: a sandbox (``bwrap``), a JVM, an
 engine worker, the Redis server (restarted on its port shortly after), the server process (restarted
@@ -80,7 +84,7 @@ DESCRIPTION = (
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("sandbox", "jvm", "engine", "redis", "server", "connection", "ray_actor")
-LANES = ("serve", "ray")
+LANES = ("serve", "ray", "train")
 #: Endings that are the episode's own (its turn budget, the simulator's move budget), not failures.
 NORMAL_TRUNCATIONS = frozenset({"max_turns", "step_limit"})
 #: Tool errors that mean the backend broke under the episode.
@@ -216,20 +220,28 @@ class Soak:
     seen: dict[int, tuple[str, str]] = field(default_factory=dict)  # pid -> (start time, command line)
     cpu: dict[int, int] = field(default_factory=dict)  # pid -> CPU ticks when last noted
     server_restarts: int = 0
+    train_actor_pids: set[int] = field(default_factory=set)  # the train lane's env actors (its kills' lane)
+    train_steps: list[dict[str, Any]] = field(default_factory=list)  # what each of its steps reported
+    train_error: str | None = None  # why the train lane's run died, if it did
 
     def begin(self, lane: str) -> Episode:
         episode = Episode(lane, len(self.episodes), next(self.seeds), time.monotonic())
         self.episodes.append(episode)
         return episode
 
-    def record(self, episode: Episode, trajectory: Trajectory | None, error: tuple[str, str] | None) -> None:
-        """The episode's end: its reason, and its trajectory written (it stays in memory as a digest)."""
+    def record(
+        self, episode: Episode, trajectory: Trajectory | None, error: tuple[str, str] | None, *, judge: bool = True
+    ) -> None:
+        """The episode's end: its reason, and its trajectory written (it stays in memory as a digest). With
+        ``judge``, a trajectory that ended short of its own terms is a failure too (:func:`failure_reason`)."""
         episode.ended = time.monotonic()
         if trajectory is not None:
             trajectory.episode_id = f"{episode.lane}-{episode.number}"
             episode.env, episode.solved = trajectory.env_id, trajectory.success
             self.writer.write(trajectory)
             self.digests[trajectory.episode_id] = _digest(trajectory)
+        if error is None and not judge:
+            return
         failure = error or (failure_reason(trajectory) if trajectory is not None else ("no trajectory", ""))
         if failure is not None:
             episode.reason, episode.detail = failure[0], " ".join(failure[1].split())[:300]
@@ -502,6 +514,79 @@ async def ray_worker(soak: Soak, pool: Any) -> None:
             await lease.release(broken=broken)
 
 
+# ---------------------------------------------------------------------------------------- the train lane
+
+#: What the train lane reports of each training step.
+TRAIN_STEP_METRICS = ("episodes", "failed_episodes", "left_out_episodes", "reward_mean", "step_s")
+
+
+async def train_lane(soak: Soak, out_dir: Path, actors: int) -> None:
+    """Training steps until the soak stops, in one thread of their own (the trainer is sync and keeps its
+    env pool on that thread's event loop); each step's episodes are recorded here, on the soak's loop."""
+    loop = asyncio.get_running_loop()
+    try:
+        await asyncio.to_thread(_train, soak, out_dir, actors, loop)
+    except Exception as error:  # the run died: what the lane exists to catch, so it is reported, not raised
+        soak.train_error = f"{type(error).__name__}: {error}"
+        logger.exception("the train lane's run died")
+
+
+def _record_step(soak: Soak, started: float, episodes: list[Any]) -> None:
+    """A training step's episodes as the lane's: one fails only when its env died or raised (the trainer's own
+    ending, a turn or token budget, is normal for a model that has learned nothing)."""
+    for played in episodes:
+        episode = Episode("train", len(soak.episodes), played.seed, started)
+        soak.episodes.append(episode)
+        error = ("env failed", played.failure) if played.failure is not None else None
+        soak.record(episode, played.trajectory, error, judge=False)
+
+
+def _train(soak: Soak, out_dir: Path, actors: int, loop: asyncio.AbstractEventLoop) -> None:
+    from agentfly_train.backends.local import LocalTrainer
+    from agentfly_train.config import Config
+    from agentfly_train.models import load_tokenizer, random_model, resolve_model_path
+
+    tokenizer = load_tokenizer(resolve_model_path("smollm2-135m"))
+    config = Config.from_dict(
+        {
+            "algo": "grpo",
+            "out_dir": str(out_dir),
+            "env": {"id": "AgentFly/Math-v0", "options": {"difficulty": 0}, "pool": "ray"},
+            "model": {"threads": 1},
+            "rollout": {
+                "generator": "transformers",
+                "prompts_per_step": max(1, actors // 2),
+                "samples_per_prompt": 2,
+                "max_turns": 2,
+                "max_new_tokens": 8,
+                "max_episode_tokens": 512,
+            },
+            "train": {"steps": 1_000_000, "save_every": 1, "micro_batch_size": 8},
+            "eval": {"stages": False},
+            "log": {"tensorboard": False, "plot": False, "progress": False},
+        }
+    )
+    trainer = LocalTrainer(config, model=random_model(tokenizer), tokenizer=tokenizer)
+    acquire = trainer.envs.acquire
+
+    async def noting_acquire(*args: Any, **kwargs: Any) -> Any:  # whose actor a killed process was
+        lease = await acquire(*args, **kwargs)
+        soak.train_actor_pids.add(lease.resource.location["pid"])
+        return lease
+
+    trainer.envs.acquire = noting_acquire  # type: ignore[method-assign]
+    try:
+        while not soak.stopping.is_set():
+            started = time.monotonic()
+            metrics = trainer.train_step()
+            trainer.save_checkpoint()
+            steps = {key: metrics[key] for key in TRAIN_STEP_METRICS}
+            loop.call_soon_threadsafe(soak.train_steps.append, steps)
+            loop.call_soon_threadsafe(_record_step, soak, started, list(trainer.last_episodes))
+    finally:
+        trainer.close()
+
+
 # ---------------------------------------------------------------------------------------- the driver
 
 
@@ -518,6 +603,8 @@ class Driver:
         self.server: Supervised | None = targets.get("server")
         self.relay: Relay | None = targets.get("relay")
         self.redis: RedisServer | None = targets.get("redis")
+        #: The lane a Ray actor that no lane has leased yet belongs to (killed while it started).
+        self.new_actor_lane: str = targets.get("new_actor_lane", "ray")
         self.redis_down_s = 2.0
         self._redis_down = False
         self._restarts: set[asyncio.Task[None]] = set()
@@ -564,11 +651,12 @@ class Driver:
             return False
         # The busiest one (a random one among the idle): most likely in the middle of an episode.
         pid = max(self.rng.sample(victims, len(victims)), key=lambda pid: processes[pid][1])
-        lane = (
-            "serve"
-            if self.server is not None and self.server.process and _below(pid, self.server.process.pid)
-            else "ray"
-        )
+        if self.server is not None and self.server.process and _below(pid, self.server.process.pid):
+            lane = "serve"
+        elif pid in self.soak.train_actor_pids:
+            lane = "train"
+        else:
+            lane = self.new_actor_lane
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         env = KIND_ENVS.get(kind)
@@ -608,7 +696,8 @@ class Config:
         clients: Remote-v0 clients playing at once (the server's ``--max-sessions``).
         ray_actors: Env actors in the Ray pool, each played by one worker.
         kill_every_s: Mean seconds between kills (each wait drawn from 0.5x to 1.5x).
-        lanes: ``serve`` and/or ``ray``.
+        lanes: Any of ``serve``, ``ray`` and ``train``.
+        train_actors: Env actors of the train lane's pool (its episodes per step).
         kinds: What the driver kills (:data:`KINDS`); those the lanes and envs lack are skipped.
         serve_envs: Which of :data:`SERVE_ENVS` the server mixes.
         drain_s: How long the episodes in flight at the end may take before they are stopped.
@@ -621,6 +710,7 @@ class Config:
     min_kills: int = 0
     clients: int = 4
     ray_actors: int = 2
+    train_actors: int = 4
     kill_every_s: float = 4.0
     lanes: tuple[str, ...] = LANES
     kinds: tuple[str, ...] = KINDS
@@ -642,7 +732,7 @@ def run(quick: bool, **options: Any) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown lanes, kinds or envs: {sorted(unknown)}")
     ray_started = False
-    if "ray" in config.lanes:
+    if {"ray", "train"} & set(config.lanes):
         import ray
 
         if not ray.is_initialized():
@@ -719,6 +809,8 @@ async def _soak(config: Config) -> dict[str, Any]:
             tasks += [asyncio.create_task(serve_client(soak, url, server)) for _ in range(config.clients)]
         if pool is not None:
             tasks += [asyncio.create_task(ray_worker(soak, pool)) for _ in range(config.ray_actors)]
+        if "train" in config.lanes:
+            tasks.append(asyncio.create_task(train_lane(soak, out / "train", config.train_actors)))
         driver = Driver(
             soak,
             [k for k in config.kinds if _kind_applies(k, config)],
@@ -727,6 +819,7 @@ async def _soak(config: Config) -> dict[str, Any]:
             server=server,
             relay=relay,
             redis=redis,
+            new_actor_lane="ray" if "ray" in config.lanes else "train",
         )
         killing = asyncio.create_task(driver.run(soak.started + 0.85 * config.duration_s))
         await _watch(soak, config, until, killing)
@@ -781,7 +874,7 @@ def _kind_applies(kind: str, config: Config) -> bool:
         "redis": serving and "search" in envs,
         "server": serving,
         "connection": serving,
-        "ray_actor": "ray" in config.lanes,
+        "ray_actor": bool({"ray", "train"} & set(config.lanes)),
     }[kind]
 
 
@@ -873,8 +966,12 @@ def summarize(soak: Soak, config: Config, path: Path) -> dict[str, Any]:
             "clean": len(ended) - len(failed),
             "failed": len(failed),
             "unexplained": sum(not episode.reason for episode in failed),
-            "silent_failures": sum(
-                episode.reason is None and not episode.solved and episode.env in SCRIPT_SOLVES for episode in ended
+            "silent_failures": sum(  # the train lane's model is no script: it solves nothing
+                episode.reason is None
+                and not episode.solved
+                and episode.env in SCRIPT_SOLVES
+                and episode.lane != "train"
+                for episode in ended
             ),
             "by_env": {name: dict(row) for name, row in sorted(by_env.items())},
         },
@@ -886,6 +983,13 @@ def summarize(soak: Soak, config: Config, path: Path) -> dict[str, Any]:
         "kill_log": [asdict(kill) | {"at": kill.at - soak.started} for kill in soak.kills],
         "trajectories": verify(path, soak.digests),
         "processes_seen": len(soak.seen),
+        "train": {
+            "steps": len(soak.train_steps),
+            "failed_episodes": sum(step["failed_episodes"] for step in soak.train_steps),
+            "left_out_episodes": sum(step["left_out_episodes"] for step in soak.train_steps),
+            "per_step": soak.train_steps,
+            "run_died": soak.train_error,
+        },
     }
 
 
@@ -939,6 +1043,13 @@ def render(results: dict[str, Any], console: Console) -> None:
     for reason, count in results["failures_by_reason"].items():
         table.add_row(reason, str(count), results["failure_examples"].get(reason) or "")
     console.print(table)
+    train = results["train"]
+    if "train" in config["lanes"]:
+        console.print(
+            f"train lane: {train['steps']} training steps taken and checkpointed, {train['failed_episodes']} episodes "
+            f"whose env died, {train['left_out_episodes']} episodes left out of the updates"
+            + (f"; the run died: {train['run_died']}" if train["run_died"] else "")
+        )
     console.print(
         f"trajectories: {trajectories['written']} written, {trajectories['verified_intact']} read back intact, "
         f"{trajectories['lost']} lost, {trajectories['corrupted']} corrupted ({trajectories['file']})"

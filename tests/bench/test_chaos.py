@@ -49,6 +49,33 @@ def test_a_short_soak_loses_no_trajectory_leaks_nothing_and_explains_every_failu
     assert "0 lost, 0 corrupted" in capsys.readouterr().out
 
 
+def test_a_training_run_takes_its_steps_while_its_env_actors_are_killed(tmp_path):
+    """The train lane: GRPO steps of a small random model on Math-v0 envs in Ray actors, killed under it.
+    Whatever a kill hits (an actor starting, idle, or mid-episode), the run goes on training and checkpointing,
+    an episode whose env died ends failed with the reason and is left out of the update, nothing is lost."""
+    results = chaos.run(
+        quick=True,
+        duration_s=300,  # a cap: it ends once it has its episodes, kills and recoveries
+        episodes=24,
+        min_kills=2,
+        lanes=["train"],
+        kinds=["ray_actor"],
+        kill_every_s=2,
+        train_actors=4,
+        out_dir=str(tmp_path),
+    )
+    train, episodes = results["train"], results["episodes"]
+    assert train["run_died"] is None and results["kills"]["ray_actor"] >= 2
+    assert results["recovery_s"]["ray_actor"]["recovered"] == results["kills"]["ray_actor"]  # steps after each kill
+    assert train["steps"] * 4 == episodes["run"] >= 24
+    assert set(results["failures_by_reason"]) <= {"env failed"} and episodes["unexplained"] == 0
+    assert train["left_out_episodes"] >= train["failed_episodes"] == episodes["failed"]
+    assert (tmp_path / "train" / "checkpoints").is_dir()
+    trajectories = results["trajectories"]
+    assert trajectories["lost"] == trajectories["corrupted"] == 0 and trajectories["verified_intact"] > 0
+    assert results["leaks"]["processes"] == []
+
+
 def test_the_scripts_solve_the_envs_they_are_counted_for():
     task = {"question": "Who?", "golden_answers": ["Ada"], "solution": "def f():\n    return 1"}
     assert chaos.scripted_turn("AgentFly/Search-v0", task, 1) == "<answer>Ada</answer>"

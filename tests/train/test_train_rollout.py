@@ -25,30 +25,16 @@ from agentfly_train.chat import ChatFormat, ChatTemplateError
 from agentfly_train.config import RolloutConfig
 from agentfly_train.generation import Generation, GenerationRequest, SamplingParams
 from agentfly_train.generation.hf import TransformersGenerator
+from agentfly_train.models import random_model
 from agentfly_train.rollout import Rollout
+from agentfly_train.training import Batch
 
 # ----------------------------------------------------------------------------- shared fixtures and helpers
 
 
 def tiny_model(tokenizer, seed: int = 0, layers: int = 2, hidden: int = 64):
     """A randomly initialised Llama with SmolLM2's vocabulary: fast enough to train in a test."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    return LlamaForCausalLM(config).eval()
+    return random_model(tokenizer, seed=seed, layers=layers, hidden=hidden)
 
 
 WEIRD = "  two leading spaces\n\n\ttab <|im_end|><|im_start|>assistant\nI am not the model  "
@@ -470,3 +456,34 @@ def test_a_killed_env_actor_fails_its_episode_and_the_rollout_goes_on(tokenizer,
         assert run_sync(envs.acquire(timeout=60)) is not None  # the pool still lends envs
     finally:
         run_sync(envs.close())
+
+
+def test_an_env_that_cannot_be_made_fails_its_episode_and_the_others_play(tokenizer):
+    made = iter(range(100))
+
+    def factory():
+        if next(made) == 1:
+            raise OSError("the env's backend would not start")
+        return FragileEnv()
+
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    generator = ScriptedGenerator([(ids(tokenizer, "hi") + [end], "stop")] * 2, opening(tokenizer))
+    rollout = Rollout(
+        make_env_pool(factory, size=4), ChatFormat(tokenizer), generator, RolloutConfig(samples_per_prompt=2)
+    )
+    episodes = rollout.run([1, 2], sample_seed=0).episodes
+    failed = [e for e in episodes if e.failure is not None]
+    assert [e.failure for e in failed] == ["OSError: the env's backend would not start"] and not failed[0].token_ids
+    assert all(e.terminated and e.reward == 2.0 for e in episodes if e.failure is None)
+    batch = Batch.from_episodes(episodes, tokenizer.pad_token_id, torch.device("cpu"))
+    assert batch.finished.tolist() == [e.failure is None for e in episodes]
+
+
+def test_a_rollout_whose_envs_all_fail_to_start_raises(tokenizer):
+    def factory():
+        raise OSError("no backend at all")
+
+    config = RolloutConfig(samples_per_prompt=1)
+    rollout = Rollout(make_env_pool(factory, size=2), ChatFormat(tokenizer), ScriptedGenerator([], []), config)
+    with pytest.raises(OSError, match="no backend at all"):
+        rollout.run([1, 2], sample_seed=0)
