@@ -47,7 +47,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from agentfly_env.core.types import Trajectory
+from agentfly_env.core.types import EpisodeSummary, Trajectory
 from agentfly_train.run_files import (
     CHECKPOINTS_DIR,
     CONFIG_FILE,
@@ -314,20 +314,13 @@ class EpisodeIndex(JsonlFile):
         codes, max_turns = self._codes, self.max_turns
         for brief in briefs:
             steps = brief.steps
-            reward, calls, parse = 0.0, 0, 0
-            for step in steps:
-                reward += step.reward
-                if step.tool_calls:
-                    calls += len(step.tool_calls)
-                if step.errors:
-                    parse += step.errors.get("parse_error", 0)
-            last = steps[-1] if steps else None
-            if last is None:
+            summary = EpisodeSummary.of(steps)  # what every report says of an episode, from its steps
+            if not steps:
                 outcome = "unfinished"
-            elif last.terminated:
+            elif summary.terminated:
                 outcome = ENDED
-            elif last.truncated:
-                outcome = last.truncation_reason or "truncated"
+            elif summary.truncated:
+                outcome = summary.truncation_reason or "truncated"
             elif max_turns is not None:  # the trainer cut it: turns or tokens ran out
                 outcome = "max_turns" if len(steps) >= max_turns else "max_tokens"
             else:
@@ -339,11 +332,11 @@ class EpisodeIndex(JsonlFile):
             episode_id = brief.episode_id
             match = _TRAINING_ID.match(episode_id) if episode_id else None
             steps_of.append(int(match.group(1)) + 1 if match else -1)
-            rewards.append(reward)
-            successes.append(last is not None and last.success)
-            turns.append(len(steps))
-            tool_calls.append(calls)
-            parse_errors.append(parse)
+            rewards.append(summary.reward)
+            successes.append(summary.success)
+            turns.append(summary.turns)
+            tool_calls.append(summary.tool_calls)
+            parse_errors.append(summary.parse_errors)
             self.episode_ids.append(episode_id)
         self._arrays = None
 

@@ -213,17 +213,26 @@ class EpisodeSummary(msgspec.Struct, frozen=True, kw_only=True):
     @classmethod
     def of(cls, steps: Sequence[StepLike]) -> EpisodeSummary:
         """The summary of an episode's steps (none: an episode that has not been played)."""
-        last = steps[-1] if steps else None
+        if not steps:
+            return cls()
+        reward, calls, parse_errors, errors = 0.0, 0, 0, 0
+        for step in steps:  # one pass: the viewer summarises 100k episodes with this
+            reward += step.reward
+            calls += len(step.tool_calls)
+            if step.errors:
+                parse_errors += step.errors.get("parse_error", 0)
+                errors += sum(step.errors.values())
+        last = steps[-1]
         return cls(
-            reward=sum(step.reward for step in steps),
-            success=last is not None and last.success,
+            reward=reward,
+            success=last.success,
             turns=len(steps),
-            tool_calls=sum(len(step.tool_calls) for step in steps),
-            parse_errors=sum(step.errors.get("parse_error", 0) for step in steps),
-            errors=sum(sum(step.errors.values()) for step in steps),
-            terminated=last is not None and last.terminated,
-            truncated=last is not None and last.truncated,
-            truncation_reason=last.truncation_reason if last is not None else None,
+            tool_calls=calls,
+            parse_errors=parse_errors,
+            errors=errors,
+            terminated=last.terminated,
+            truncated=last.truncated,
+            truncation_reason=last.truncation_reason,
         )
 
 
