@@ -92,7 +92,12 @@ def test_the_scripted_expert_wins_every_task_type(make_env, task_type):
     assert observation.endswith(f"Your task is to: {info['task']['prompt']}.")
     assert info["task"]["task_type"] == task_type and info["won"] is False
     reward, final = play_expert(env)
-    assert (reward, final["step"].success, final["won"], final["step"].reward_components) == (1.0, True, True, {"won": 1.0})
+    assert (reward, final["step"].success, final["won"], final["step"].reward_components) == (
+        1.0,
+        True,
+        True,
+        {"won": 1.0},
+    )
     assert len(env.trajectory.steps) == len(json.loads(Path(info["task"]["game_file"]).read_text())["walkthrough"])
 
 
