@@ -8,7 +8,8 @@ env receives is decoded from the generated tokens, and that is the only decoding
 
 Scheduling (``overlap=True``): every episode is a coroutine. With an async generator (one that has
 ``agenerate``, e.g. vLLM's async engine) each episode sends its next turn the moment its env step
-returns and the engine batches whatever is running: no batch barrier. Otherwise one server batches
+returns and the engine batches whatever is running: no batch barrier. Otherwise one server (the
+:class:`~agentfly_train.generation.scheduler.GenerationScheduler`, which the gateway shares too) batches
 the episodes that are waiting for the model and runs the generator in a worker thread, so env steps of
 the other episodes (tool calls, sandboxes, searches) run on the event loop meanwhile; a batch starts
 at once when every unfinished episode is waiting, else after ``batch_wait_s`` with whoever is waiting.
@@ -48,12 +49,12 @@ from agentfly_env.resources.pool import Lease, ResourcePool
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import RolloutConfig
 from agentfly_train.generation import (
-    AsyncGenerator,
     Generation,
     GenerationRequest,
     Generator,
     SamplingParams,
 )
+from agentfly_train.generation.scheduler import GenerationScheduler
 
 
 @dataclass
@@ -469,7 +470,7 @@ class Rollout:
 
 
 class _OverlappedRun:
-    """One overlapped rollout: a coroutine per episode and a server that batches generation."""
+    """One overlapped rollout: a coroutine per episode, their turns batched by a :class:`GenerationScheduler`."""
 
     def __init__(
         self,
@@ -483,19 +484,18 @@ class _OverlappedRun:
         self.episodes = episodes
         self.envs = [lease.resource for lease in leases]
         self.sample_seed = sample_seed
-        self.stats = stats
-        self.live = len(episodes)
-        self.pending: list[tuple[GenerationRequest, asyncio.Future[Generation]]] = []
-        self.changed = asyncio.Event()
-        self.streaming = isinstance(rollout.generator, AsyncGenerator)  # no batches: each request goes at once
-        self.in_flight = 0  # requests inside an async generator
-        self.busy_since = 0.0
+        self.scheduler = GenerationScheduler(
+            rollout.generator,
+            batch_wait_s=rollout.config.batch_wait_s,
+            max_batch_size=rollout.config.max_batch_size,
+            on_batch=lambda seconds: stats.count_batch(rollout.envs, seconds),
+        )
 
     async def run(self) -> None:
+        for _ in self.episodes:
+            self.scheduler.join()
         try:
-            async with asyncio.TaskGroup() as group:
-                if not self.streaming:
-                    group.create_task(self._serve())
+            async with self.scheduler.running(), asyncio.TaskGroup() as group:
                 for env, episode in zip(self.envs, self.episodes, strict=True):
                     group.create_task(self._episode(env, episode))
         except BaseExceptionGroup as errors:  # surface the failure itself, not the group around it
@@ -506,68 +506,14 @@ class _OverlappedRun:
 
     async def _episode(self, env: EnvHandle, episode: Episode) -> None:
         rollout = self.rollout
-        generate = self._send if self.streaming else self._queue
         try:
             await rollout._reset(env, episode)
             while not episode.done:
                 request = rollout._request(episode, self.sample_seed)
                 if request is None:
                     break
-                generation = await generate(request)
+                generation = await self.scheduler.generate(request, rollout.params)
                 action = rollout._take_generation(episode, generation)
                 await rollout._step(env, episode, generation, action)
         finally:
-            self.live -= 1
-            self.changed.set()
-
-    async def _send(self, request: GenerationRequest) -> Generation:
-        """Straight to an async engine; the generator counts as busy while any request is in it."""
-        loop = asyncio.get_running_loop()
-        if not self.in_flight:
-            self.busy_since = loop.time()
-        self.in_flight += 1
-        try:
-            return await self.rollout.generator.agenerate(request, self.rollout.params)  # type: ignore[attr-defined]
-        finally:
-            self.in_flight -= 1
-            if not self.in_flight:
-                self.stats.count_batch(self.rollout.envs, loop.time() - self.busy_since)
-
-    async def _queue(self, request: GenerationRequest) -> Generation:
-        """Into the next batch of :meth:`_serve`."""
-        future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
-        self.pending.append((request, future))
-        self.changed.set()
-        return await future
-
-    async def _serve(self) -> None:
-        loop = asyncio.get_running_loop()
-        config = self.rollout.config
-        while self.live > 0:
-            if not self.pending:
-                await self.changed.wait()
-                self.changed.clear()
-                continue
-            deadline = loop.time() + config.batch_wait_s
-            while len(self.pending) < min(self.live, config.max_batch_size):
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                self.changed.clear()
-                try:
-                    await asyncio.wait_for(self.changed.wait(), remaining)
-                except TimeoutError:
-                    break
-            batch, self.pending = self.pending[: config.max_batch_size], self.pending[config.max_batch_size :]
-            started = time.perf_counter()
-            try:
-                generations = await asyncio.to_thread(
-                    self.rollout.generator.generate, [request for request, _ in batch], self.rollout.params
-                )
-            except BaseException:
-                for _, future in batch:
-                    future.cancel()
-                raise
-            self.stats.count_batch(self.rollout.envs, time.perf_counter() - started)
-            for (_, future), generation in zip(batch, generations, strict=True):
-                future.set_result(generation)
+            self.scheduler.leave()

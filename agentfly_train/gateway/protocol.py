@@ -1,0 +1,312 @@
+"""OpenAI's chat-completions wire format: requests validated, responses and stream chunks built, errors shaped.
+
+Only what the gateway supports is accepted; a field it cannot honour is a 400 naming the field,
+never silently ignored (``n=2``, ``tool_choice="required"``). Fields that do not change what is
+sampled (``user``, ``metadata``, ``store``, ...) are ignored, as OpenAI-compatible servers do.
+
+Example:
+    >>> request = parse_request(b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}')
+    >>> request.messages[0].content, request.max_tokens, request.stream
+    ('hi', 5, False)
+    >>> try:
+    ...     parse_request(b'{"messages": [], "n": 2}')
+    ... except RequestError as error:
+    ...     error.body()["error"]["param"]
+    'n'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfly_env.core.types import ToolCall
+from agentfly_train.gateway.rendering import ChatMessage
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+class RequestError(Exception):
+    """A request the gateway answers with OpenAI's error JSON.
+
+    Args:
+        message: What is wrong, for the program's author.
+        param: The request field at fault (``messages[2].content``), or None.
+        status: The HTTP status.
+        code: OpenAI's machine-readable code, or None.
+    """
+
+    def __init__(self, message: str, param: str | None = None, *, status: int = 400, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.status = status
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        kind = "invalid_request_error" if self.status < 500 else "server_error"
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+
+
+@dataclass
+class ChatRequest:
+    """A validated ``POST /chat/completions`` body.
+
+    Attributes:
+        messages: The conversation.
+        tools: Tool definitions in OpenAI's shape (``{"type": "function", "function": {...}}``).
+        tool_choice: ``auto`` or ``none`` (``none`` renders no tools, so the model is not offered any).
+        temperature: None for the gateway's default.
+        top_p: None for the gateway's default.
+        max_tokens: ``max_completion_tokens`` or ``max_tokens``; None for the gateway's default.
+        stop: Strings that end the completion (left out of the returned text, as OpenAI does).
+        stream: Answer as server-sent events.
+        include_usage: ``stream_options.include_usage``: a last chunk with the token counts.
+        seed: Seeds the sampling; None for one derived from the episode and its call number.
+    """
+
+    messages: list[ChatMessage]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: str = "auto"
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    stream: bool = False
+    include_usage: bool = False
+    seed: int | None = None
+
+
+def parse_request(raw: bytes) -> ChatRequest:
+    """Validate a request body.
+
+    Raises:
+        RequestError: Malformed JSON, or a field that is missing, has the wrong type or asks for what
+            the gateway does not do; the error names the field.
+    """
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise RequestError(f"the request body is not valid JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    if "messages" not in body:
+        raise RequestError("'messages' is required", "messages")
+    n = body.get("n")
+    if n is not None and (not _is_int(n) or n != 1):
+        raise RequestError(f"only n=1 is supported, got {n!r}", "n")
+    tool_choice = body.get("tool_choice") or "auto"
+    if tool_choice not in ("auto", "none"):
+        raise RequestError(f"tool_choice must be 'auto' or 'none', got {tool_choice!r}", "tool_choice")
+    tools = _tools(body.get("tools"))
+    stream_options = body.get("stream_options") or {}
+    if not isinstance(stream_options, dict):
+        raise RequestError("'stream_options' must be an object", "stream_options")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_param = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    return ChatRequest(
+        messages=_messages(body["messages"]),
+        tools=tools if tool_choice == "auto" else [],
+        tool_choice=tool_choice,
+        temperature=_number(body, "temperature", 0.0, 2.0),
+        top_p=_number(body, "top_p", 0.0, 1.0, open_low=True),
+        max_tokens=_positive_int(max_tokens, max_param),
+        stop=_stop(body.get("stop")),
+        stream=_bool(body, "stream"),
+        include_usage=_bool(stream_options, "include_usage", "stream_options.include_usage"),
+        seed=_optional_int(body.get("seed"), "seed"),
+    )
+
+
+# ----------------------------------------------------------------------------- fields
+
+
+def _messages(value: Any) -> list[ChatMessage]:
+    if not isinstance(value, list) or not value:
+        raise RequestError("'messages' must be a non-empty array of messages", "messages")
+    return [_message(item, f"messages[{i}]") for i, item in enumerate(value)]
+
+
+def _message(value: Any, where: str) -> ChatMessage:
+    if not isinstance(value, dict):
+        raise RequestError(f"{where} must be an object", where)
+    role = value.get("role")
+    if role not in ROLES:
+        raise RequestError(f"{where}.role must be one of {', '.join(ROLES)}; got {role!r}", f"{where}.role")
+    calls = _tool_calls(value.get("tool_calls"), f"{where}.tool_calls") if role == "assistant" else []
+    content = _content(value.get("content"), f"{where}.content", optional=role == "assistant")
+    tool_call_id = value.get("tool_call_id")
+    if role == "tool" and not isinstance(tool_call_id, str):
+        raise RequestError(f"{where}.tool_call_id must be a string", f"{where}.tool_call_id")
+    name = value.get("name")
+    if name is not None and not isinstance(name, str):
+        raise RequestError(f"{where}.name must be a string", f"{where}.name")
+    return ChatMessage(
+        role="system" if role == "developer" else role,  # OpenAI's newer name for the system message
+        content=content,
+        tool_calls=calls,
+        tool_call_id=tool_call_id if role == "tool" else None,
+        name=name,
+    )
+
+
+def _content(value: Any, where: str, *, optional: bool) -> str:
+    """A string, or an array of text parts (joined); null only where OpenAI allows it."""
+    if isinstance(value, str):
+        return value
+    if value is None and optional:
+        return ""
+    if isinstance(value, list):
+        texts = []
+        for i, part in enumerate(value):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise RequestError(f"{where}[{i}] must be a text part ({{'type': 'text', 'text': ...}})", where)
+            texts.append(part["text"])
+        return "".join(texts)
+    raise RequestError(f"{where} must be a string or an array of text parts", where)
+
+
+def _tool_calls(value: Any, where: str) -> list[tuple[str, ToolCall]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RequestError(f"{where} must be an array", where)
+    calls = []
+    for i, item in enumerate(value):
+        here = f"{where}[{i}]"
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise RequestError(
+                f"{here} must be {{'id', 'type': 'function', 'function': {{'name', 'arguments'}}}}", here
+            )
+        call_id = item.get("id")
+        if not isinstance(call_id, str):
+            raise RequestError(f"{here}.id must be a string", f"{here}.id")
+        arguments = function.get("arguments", "{}")
+        try:
+            decoded = json.loads(arguments) if isinstance(arguments, str) else None
+        except ValueError:
+            decoded = None
+        if not isinstance(decoded, (dict, str)):
+            raise RequestError(
+                f"{here}.function.arguments must be a JSON object in a string", f"{here}.function.arguments"
+            )
+        calls.append((call_id, ToolCall(name=function["name"], arguments=decoded)))
+    return calls
+
+
+def _tools(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RequestError("'tools' must be an array", "tools")
+    for i, tool in enumerate(value):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
+            raise RequestError(f"tools[{i}] must be {{'type': 'function', 'function': {{...}}}}", f"tools[{i}]")
+        if not isinstance(function.get("name"), str) or not function["name"]:
+            raise RequestError(f"tools[{i}].function.name must be a non-empty string", f"tools[{i}].function.name")
+        if not isinstance(function.get("parameters", {}), dict):
+            raise RequestError(f"tools[{i}].function.parameters must be an object", f"tools[{i}].function.parameters")
+    return value
+
+
+def _stop(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > 4:
+        raise RequestError("'stop' must be a non-empty string or an array of at most 4 of them", "stop")
+    return tuple(stops)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _optional_int(value: Any, name: str) -> int | None:
+    if value is not None and not _is_int(value):
+        raise RequestError(f"'{name}' must be an integer", name)
+    return value
+
+
+def _positive_int(value: Any, name: str) -> int | None:
+    if value is not None and (not _is_int(value) or value < 1):
+        raise RequestError(f"'{name}' must be a positive integer, got {value!r}", name)
+    return value
+
+
+def _number(body: dict[str, Any], name: str, low: float, high: float, *, open_low: bool = False) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not (low < value <= high if open_low else low <= value <= high):
+        bounds = f"{'(' if open_low else '['}{low:g}, {high:g}]"
+        raise RequestError(f"'{name}' must be a number in {bounds}, got {value!r}", name)
+    return float(value)
+
+
+def _bool(body: dict[str, Any], name: str, param: str | None = None) -> bool:
+    value = body.get(name, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise RequestError(f"'{param or name}' must be a boolean", param or name)
+    return value
+
+
+# ----------------------------------------------------------------------------- responses
+
+
+def completion_body(
+    completion_id: str,
+    created: int,
+    model: str,
+    message: dict[str, Any],
+    finish_reason: str,
+    usage: dict[str, int],
+) -> dict[str, Any]:
+    """A whole ``chat.completion``."""
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
+        "usage": usage,
+    }
+
+
+def stream_chunks(
+    completion_id: str,
+    created: int,
+    model: str,
+    message: dict[str, Any],
+    finish_reason: str,
+    usage: dict[str, int] | None,
+) -> list[dict[str, Any]]:
+    """A finished completion as OpenAI's ``chat.completion.chunk`` sequence: the role, the content, each
+    tool call whole (with its index), the finish reason, and the usage when asked for. The turn is
+    complete before anything is sent, so no tool call can be lost between chunks."""
+
+    def chunk(delta: dict[str, Any], reason: str | None = None) -> dict[str, Any]:
+        return {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}],
+        }
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        chunks.append(chunk({"content": message["content"]}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        chunks.append(chunk({"tool_calls": [{"index": index, **call}]}))
+    chunks.append(chunk({}, finish_reason))
+    if usage is not None:
+        chunks.append({**chunk({}), "choices": [], "usage": usage})
+    return chunks

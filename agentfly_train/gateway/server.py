@@ -1,0 +1,347 @@
+"""The gateway's HTTP server: OpenAI's chat completions, answered by the trainer's generator, recorded per episode.
+
+Routes (a base URL per episode, ``http://HOST:PORT/episodes/{key}/v1``, is what a program gives
+``openai.OpenAI(base_url=...)``; the plain ``/v1`` routes take the key as the API key instead):
+
+* ``POST /episodes/{key}/v1/chat/completions`` and ``POST /v1/chat/completions`` with
+  ``Authorization: Bearer {key}``
+* ``GET /episodes/{key}/v1/models`` and ``GET /v1/models``
+
+A call is validated (:mod:`~agentfly_train.gateway.protocol`), rendered to prompt tokens with the
+chat template (:mod:`~agentfly_train.gateway.rendering`), sampled by the generator through a
+:class:`~agentfly_train.generation.scheduler.GenerationScheduler` (calls of all open episodes share
+its batches), recorded into its episode's rows (:mod:`~agentfly_train.gateway.recording`), and
+answered with the sampled text and the tool calls parsed from it. A prompt that fills the context
+window is answered at once with ``finish_reason="length"`` and no text.
+
+Example:
+    >>> gateway = Gateway(generator, tokenizer, GatewaySettings(max_model_len=4096))  # doctest: +SKIP
+    >>> with BackgroundGateway(gateway) as running:  # doctest: +SKIP
+    ...     episode = running.open_episode()
+    ...     client = openai.OpenAI(base_url=episode.base_url, api_key=episode.key)
+    ...     client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "hi"}])
+    ...     recording = running.close_episode(episode.key)
+    >>> recording.rows[0].action_mask  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from agentfly_train.chat import ChatFormat
+from agentfly_train.gateway.protocol import ChatRequest, RequestError, completion_body, parse_request, stream_chunks
+from agentfly_train.gateway.recording import EpisodeRecording
+from agentfly_train.gateway.rendering import ChatRenderer, RenderError
+from agentfly_train.gateway.tool_calls import ToolCallText, openai_tool_call
+from agentfly_train.generation import Generation, GenerationRequest, Generator, SamplingParams
+from agentfly_train.generation.scheduler import GenerationScheduler
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """How the gateway answers.
+
+    Attributes:
+        model: The model name it reports (any name a program sends is accepted).
+        max_model_len: The context window: prompt plus completion, in tokens.
+        max_new_tokens: Most tokens per completion (a request's ``max_tokens`` may ask for fewer).
+        temperature: Used when a request gives none.
+        top_p: Used when a request gives none.
+        parser: How the model writes tool calls (a name :func:`~agentfly_env.tools.parsing.get_parser` knows).
+        batch_wait_s: Longest wait for more calls before a partial batch starts (a sync generator).
+        max_batch_size: Most calls per generator batch.
+        seed: Seeds the sampling, with the episode key and the call number (when a request gives no seed).
+    """
+
+    model: str = "agentfly-policy"
+    max_model_len: int = 4096
+    max_new_tokens: int = 1024
+    temperature: float = 1.0
+    top_p: float = 1.0
+    parser: str = "hermes"
+    batch_wait_s: float = 0.05
+    max_batch_size: int = 64
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class EpisodeEndpoint:
+    """Where one episode's program calls the model: ``openai.OpenAI(base_url=base_url, api_key=key)``."""
+
+    key: str
+    base_url: str
+
+
+class Gateway:
+    """An OpenAI-compatible endpoint per episode, answered by ``generator`` and recorded token-exact.
+
+    Its methods run on the event loop that serves it (:meth:`start`); :class:`BackgroundGateway` runs
+    one in a thread for sync code.
+
+    Args:
+        generator: The policy's generator (sync ones are batched, async ones get each call directly).
+        tokenizer: The policy's tokenizer, with its chat template.
+        settings: Context window, sampling defaults, tool-call format, batching.
+    """
+
+    def __init__(self, generator: Generator, tokenizer: Any, settings: GatewaySettings | None = None) -> None:
+        self.settings = settings or GatewaySettings()
+        self.chat = ChatFormat(tokenizer)
+        self.tool_text = ToolCallText(self.settings.parser)
+        self.renderer = ChatRenderer(self.chat, self.tool_text)
+        self.scheduler = GenerationScheduler(
+            generator, batch_wait_s=self.settings.batch_wait_s, max_batch_size=self.settings.max_batch_size
+        )
+        self.episodes: dict[str, EpisodeRecording] = {}
+        self.closed: set[str] = set()  # to tell a late call "closed" rather than "unknown"
+        self.url = ""
+        self.app = Starlette(
+            routes=[
+                Route("/episodes/{key}/v1/chat/completions", self._chat_in_path, methods=["POST"]),
+                Route("/episodes/{key}/v1/models", self._models_in_path, methods=["GET"]),
+                Route("/v1/chat/completions", self._chat_by_api_key, methods=["POST"]),
+                Route("/v1/models", self._models_by_api_key, methods=["GET"]),
+            ],
+            exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        )
+        self._stack = contextlib.AsyncExitStack()
+
+    # ----------------------------------------------------------------- serving and episodes
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve on ``host:port`` (0: a free port) until :meth:`stop`; returns the server's URL."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        self.url = f"http://{host}:{listener.getsockname()[1]}"
+        server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False))
+        await self._stack.enter_async_context(self.scheduler.running())
+        serving = asyncio.create_task(server.serve(sockets=[listener]))
+        self._stack.push_async_callback(self._shutdown, server, serving, listener)
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.01)
+        if serving.done():
+            serving.result()  # the error it stopped with
+        return self.url
+
+    async def stop(self) -> None:
+        """Stop serving (open episodes stay readable)."""
+        await self._stack.aclose()
+
+    @staticmethod
+    async def _shutdown(server: uvicorn.Server, serving: asyncio.Task[None], listener: socket.socket) -> None:
+        server.should_exit = True
+        await serving
+        listener.close()
+
+    def open_episode(self) -> EpisodeEndpoint:
+        """A new episode: its key (also its API key) and its base URL."""
+        key = f"ep-{secrets.token_hex(12)}"
+        self.episodes[key] = EpisodeRecording()
+        self.scheduler.join()
+        return EpisodeEndpoint(key=key, base_url=f"{self.url}/episodes/{key}/v1")
+
+    def close_episode(self, key: str) -> EpisodeRecording:
+        """End an episode and take its rows and counters; later calls with its key get a 404.
+
+        Raises:
+            KeyError: No open episode has this key.
+        """
+        recording = self.episodes.pop(key)
+        self.closed.add(key)
+        self.scheduler.leave()
+        return recording
+
+    # ----------------------------------------------------------------- routes
+
+    async def _chat_in_path(self, request: Request) -> Response:
+        return await self._answer(lambda: self._chat(request, request.path_params["key"]))
+
+    async def _chat_by_api_key(self, request: Request) -> Response:
+        return await self._answer(lambda: self._chat(request, _api_key(request)))
+
+    async def _models_in_path(self, request: Request) -> Response:
+        return await self._answer(lambda: self._models(request.path_params["key"]))
+
+    async def _models_by_api_key(self, request: Request) -> Response:
+        return await self._answer(lambda: self._models(_api_key(request)))
+
+    @staticmethod
+    async def _answer(route: Callable[[], Any]) -> Response:
+        try:
+            return await route()
+        except RequestError as error:
+            return JSONResponse(error.body(), status_code=error.status)
+
+    async def _models(self, key: str) -> Response:
+        self._recording(key)
+        model = {"id": self.settings.model, "object": "model", "created": 0, "owned_by": "agentfly"}
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def _chat(self, request: Request, key: str) -> Response:
+        entered = time.perf_counter()
+        recording = self._recording(key)
+        body = parse_request(await request.body())
+        try:
+            prompt = self.renderer.encode(body.messages, body.tools)
+        except RenderError as error:
+            raise RequestError(str(error), "messages") from None
+        recording.counters.calls += 1
+        call = recording.counters.calls
+        generation, generator_s = await self._sample(prompt, body, key, call)
+        if self.episodes.get(key) is not recording:  # closed while the model sampled: its rows are taken
+            raise self._not_found(key)
+        if generation.token_ids:
+            recording.record(prompt, generation)
+        message, finish_reason = self._message(generation, body, call)
+        completion = len(generation.token_ids)
+        usage = {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": completion,
+            "total_tokens": len(prompt) + completion,
+        }
+        completion_id, created = f"chatcmpl-{key}-{call}", int(time.time())
+        recording.counters.added_latency_s.append(time.perf_counter() - entered - generator_s)
+        if not body.stream:
+            return JSONResponse(
+                completion_body(completion_id, created, self.settings.model, message, finish_reason, usage)
+            )
+        chunks = stream_chunks(
+            completion_id, created, self.settings.model, message, finish_reason, usage if body.include_usage else None
+        )
+        events = [f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
+        return StreamingResponse(iter(events), media_type="text/event-stream")
+
+    # ----------------------------------------------------------------- a call's parts
+
+    def _recording(self, key: str) -> EpisodeRecording:
+        recording = self.episodes.get(key)
+        if recording is None:
+            raise self._not_found(key)
+        return recording
+
+    def _not_found(self, key: str) -> RequestError:
+        state = "has ended" if key in self.closed else "is not open"
+        return RequestError(f"episode {key!r} {state}", status=404, code="episode_not_found")
+
+    async def _sample(self, prompt: list[int], body: ChatRequest, key: str, call: int) -> tuple[Generation, float]:
+        """The generator's continuation and the seconds spent waiting for it (no room left: an empty one)."""
+        settings = self.settings
+        room = settings.max_model_len - len(prompt)
+        if room <= 0:
+            return Generation([], [], "length"), 0.0
+        params = SamplingParams(
+            max_new_tokens=settings.max_new_tokens,
+            temperature=settings.temperature if body.temperature is None else body.temperature,
+            top_p=settings.top_p if body.top_p is None else body.top_p,
+            stop=body.stop,
+            stop_token_ids=tuple(sorted(self.chat.end_of_turn_ids)),
+        )
+        seed = body.seed if body.seed is not None else zlib.crc32(f"{settings.seed}/{key}/{call}".encode())
+        budget = min(body.max_tokens or settings.max_new_tokens, settings.max_new_tokens, room)
+        started = time.perf_counter()
+        generation = await self.scheduler.generate(GenerationRequest(prompt, budget, seed), params)
+        return generation, time.perf_counter() - started
+
+    def _message(self, generation: Generation, body: ChatRequest, call: int) -> tuple[dict[str, Any], str]:
+        """The assistant message and OpenAI's finish reason for a continuation."""
+        text = self.chat.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
+        if generation.finish_reason == "stop_string":  # OpenAI leaves the stop sequence out
+            text = next((text[: -len(stop)] for stop in body.stop if text.endswith(stop)), text)
+        content, calls = self.tool_text.read(text) if body.tools else (text, [])
+        message: dict[str, Any] = {"role": "assistant", "content": content or None}
+        if calls:
+            message["tool_calls"] = [openai_tool_call(c, f"call_{call}_{i}") for i, c in enumerate(calls)]
+        if generation.finish_reason == "length":
+            return message, "length"
+        return message, "tool_calls" if calls else "stop"
+
+
+def _api_key(request: Request) -> str:
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise RequestError(
+            "no episode: use the episode's base URL, or send its key as 'Authorization: Bearer KEY'",
+            status=401,
+            code="invalid_api_key",
+        )
+    return key.strip()
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    """Starlette's own errors (no such route, wrong method) in OpenAI's shape."""
+    assert isinstance(error, HTTPException)
+    return JSONResponse(RequestError(str(error.detail), status=error.status_code).body(), status_code=error.status_code)
+
+
+async def _server_error(request: Request, error: Exception) -> Response:
+    """A failure of the gateway or the generator: the program gets OpenAI's error JSON, the server goes on."""
+    body = RequestError(f"{type(error).__name__}: {error}", status=500).body()
+    return JSONResponse(body, status_code=500)
+
+
+class BackgroundGateway:
+    """A :class:`Gateway` served from a thread of its own, for sync code (tests, a sync trainer loop).
+
+    Example:
+        >>> with BackgroundGateway(gateway) as running:  # doctest: +SKIP
+        ...     episode = running.open_episode()
+    """
+
+    def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.gateway = gateway
+        self.host = host
+        self.port = port
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="agentfly-gateway", daemon=True)
+
+    def __enter__(self) -> BackgroundGateway:
+        self.thread.start()
+        self._on_loop(self.gateway.start(self.host, self.port))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self._on_loop(self.gateway.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join()
+            self.loop.close()
+
+    @property
+    def url(self) -> str:
+        return self.gateway.url
+
+    def open_episode(self) -> EpisodeEndpoint:
+        """:meth:`Gateway.open_episode`, on the gateway's loop."""
+        return self._on_loop(_call(self.gateway.open_episode))
+
+    def close_episode(self, key: str) -> EpisodeRecording:
+        """:meth:`Gateway.close_episode`, on the gateway's loop."""
+        return self._on_loop(_call(self.gateway.close_episode, key))
+
+    def _on_loop(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+
+async def _call(function: Callable[..., T], *args: Any) -> T:
+    return function(*args)
