@@ -1,14 +1,16 @@
-"""``agentfly-serve`` in a thread of the test process, and where openenv's own venv is.
+"""``agentfly-serve`` in a thread of the test process, and scripts run in the peers' own venvs.
 
 :func:`serving` runs a server on a free loopback port, so a test can read its session counters
-(``GET /sessions``) while its clients play. The real ``openenv`` client runs in its own venv (``make
-peers``: ``.venv-peers/openenv``), driven as a child process. Used by tests/serve.
+(``GET /sessions``) while its clients play. Peers (the real ``openenv`` client, the OpenAI Agents SDK)
+run in venvs of their own (``make peers``: ``.venv-peers/NAME``), driven as child processes by
+:func:`run_in_peer`. Used by tests/serve and tests/train/test_gateway_framework.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import threading
 import time
@@ -23,16 +25,34 @@ from agentfly_bench.suites.serve import openenv_python
 from agentfly_env.serve.server import ServeConfig, create_app, make_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-__all__ = ["REPO_ROOT", "Served", "openenv_python", "run_in_openenv", "serving"]
+__all__ = ["REPO_ROOT", "Served", "openenv_python", "peer_python", "run_in_openenv", "run_in_peer", "serving"]
+
+
+def peer_python(name: str) -> Path | None:
+    """The Python of the peer venv ``.venv-peers/NAME`` that ``make peers`` creates; None where it is missing."""
+    python = REPO_ROOT / ".venv-peers" / name / "bin" / "python"
+    return python if python.is_file() else None
+
+
+def run_in_peer(python: Path | None, script: str | Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run ``script`` (a path from the repository root, or absolute) with a peer venv's ``python``, this
+    process's environment plus ``env``; what it printed (a non-zero exit fails the test with its stderr)."""
+    assert python is not None, "the peer's venv is missing: make peers"
+    completed = subprocess.run(
+        [str(python), str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout
 
 
 def run_in_openenv(script: str, *args: str) -> Any:
     """Run ``script`` (a path from the repository root) in openenv's own venv; the JSON it prints."""
-    completed = subprocess.run(
-        [str(openenv_python()), script, *args], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
-    )
-    assert completed.returncode == 0, completed.stderr
-    return json.loads(completed.stdout)
+    return json.loads(run_in_peer(openenv_python(), script, *args))
 
 
 class Served:
