@@ -129,7 +129,9 @@ class Gateway:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve on ``host:port`` (0: a free port) until :meth:`stop`; returns the server's URL."""
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on connections of such a listener. Without it
+        # Nagle's algorithm holds each response's body (uvicorn writes headers and body apart) ~40 ms for an ACK.
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((host, port))
         self.url = f"http://{host}:{listener.getsockname()[1]}"
