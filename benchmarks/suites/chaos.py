@@ -271,12 +271,13 @@ async def play(soak: Soak, episode: Episode, env: Any) -> None:
         trajectory = Trajectory.begin(info["start"])
         for turn in range(MAX_TURNS):
             action = scripted_turn(trajectory.env_id, trajectory.task, turn)
+            started = time.perf_counter()
             try:
                 _, _, terminated, truncated, info = await env.astep(action)
             except Exception as exception:
                 error = _error_reason("step", exception)
                 raise
-            trajectory.steps.append(info["step"])
+            trajectory.add(info["step"], time.perf_counter() - started)
             if terminated or truncated:
                 break
     except (Exception, asyncio.CancelledError) as exception:
