@@ -5,13 +5,15 @@ completions so far) extends that row; the prompt's new tokens get mask 0 and the
 mask 1 with its log-probs. Any other call starts a new row. Rows are built only from the prompt ids
 the chat template gives and the ids the generator sampled: nothing is decoded and re-tokenized, and
 only sampled tokens ever get mask 1, so an assistant message the program edited or wrote itself is
-prompt text (mask 0) by construction.
+prompt text (mask 0) by construction. A turn of the model's that the program sends back unchanged is
+put into the next prompt as the ids it sampled (:attr:`EpisodeRecording.sampled_turns`), so a tool
+loop stays one row whatever tokenization the model sampled or form it wrote its calls in.
 
 A new row counts as a *prefix mismatch* when its prompt continues a conversation the episode already
 had but not as the model wrote it: the prompt starts with an earlier call's prompt, goes on past it, and
 leaves that call's completion (an edited assistant message, a template that strips earlier reasoning,
-a re-tokenization). A sub-agent's own conversation, or the same prompt sent again, starts a new row
-without being a mismatch.
+a turn cut at a stop string, whose returned text lacks it). A sub-agent's own conversation, or the same
+prompt sent again, starts a new row without being a mismatch.
 
 Example:
     >>> recording = EpisodeRecording()
@@ -81,6 +83,8 @@ class EpisodeCounters:
         prefix_mismatches: Rows that began because a conversation did not continue as the model wrote it.
         prompt_tokens: Prompt tokens over all calls.
         completion_tokens: Sampled tokens over all calls.
+        tool_calls: Tool calls the model made (returned as ``tool_calls``), whatever tool they name.
+        cut_calls: Calls that ended at the token budget or the context window (``finish_reason="length"``).
         added_latency_s: Per call, the seconds spent in the gateway outside the generator.
     """
 
@@ -89,15 +93,27 @@ class EpisodeCounters:
     prefix_mismatches: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    tool_calls: int = 0
+    cut_calls: int = 0
     added_latency_s: list[float] = field(default_factory=list)
 
 
 @dataclass
 class EpisodeRecording:
-    """The rows and counters of one episode."""
+    """The rows and counters of one episode.
+
+    Attributes:
+        rows: The episode's token rows.
+        counters: What its calls came to.
+        sampled_turns: Each answered call's returned assistant message, as the chat template is given it
+            (:meth:`~agentfly_train.gateway.rendering.ChatRenderer.turn_text`), to the ids the model
+            sampled for it (its end-of-turn token left out): what the renderer puts in for that message
+            when the program sends it back unchanged. Two calls that returned the same message: the later's.
+    """
 
     rows: list[Row] = field(default_factory=list)
     counters: EpisodeCounters = field(default_factory=EpisodeCounters)
+    sampled_turns: dict[str, list[int]] = field(default_factory=dict)
 
     def record(self, prompt: list[int], generation: Generation) -> int:
         """Record a sampled call; returns the index of the row it went into."""

@@ -5,14 +5,28 @@ sentinel. The sentinel rendering says which text is the template's own (role hea
 the template's tool-call markup): that text is tokenized as template text (special-token strings become
 their ids); each message content, as the template wrote it, is tokenized as plain text, as
 :class:`~agentfly_train.chat.ChatFormat` does, so a content that *contains* ``<|im_end|>`` cannot end a
-turn. Where the template rewrites a content (strips earlier reasoning, trims it), the rewritten text is
-what gets tokenized: the prompt is what the template gives, never the sampled tokens spliced back in,
-so such a template shows up as a row split in the recording instead of a silent mismatch.
+turn.
+
+One exception keeps the model's own turns token-exact: an assistant message the program sends back
+*unchanged* (exactly the content and tool calls the gateway returned for one of the episode's earlier
+calls) is put in as the ids the model sampled for it, not as a tokenization of its text
+(:meth:`ChatRenderer.encode`'s ``sampled_turns``, kept per episode). Re-tokenizing would split the
+episode's row wherever the model's tokens are not the tokenizer's canonical ones, or where it wrote a
+tool call in another form than the gateway writes calls back (compact JSON, a trailing newline);
+token-in/token-out servers (`OpenPipe ART <https://github.com/OpenPipe/ART>`_, `verifiers
+<https://github.com/PrimeIntellect-ai/verifiers>`_) splice the sampled ids back too. It is safe because
+it is narrow: only ids the model sampled in this episode; only for a message whose template content is
+exactly the text they were returned as (an edited message is tokenized from its text, so it starts a
+new row and is never trained); and only where the template writes that content as sent. Where the
+template rewrites a content (strips earlier reasoning, trims it), the rewritten text is tokenized,
+never the sampled tokens, so such a template shows up as a row split in the recording instead of a
+silent mismatch; where it renders ``tool_calls`` itself, a message with calls is not spliced either
+(their markup is the template's text, not the model's).
 
 Templates that ignore ``tools`` or ``tool_calls`` (SmolLM2's) still work: the tools are described in
 the system message, and an assistant message's calls are written into its content in the parser's
-format (:class:`~agentfly_train.gateway.tool_calls.ToolCallText`), which is the text the model
-wrote when the program sends the message back unedited.
+format (:class:`~agentfly_train.gateway.tool_calls.ToolCallText`); an unedited turn is then the ids
+the model sampled, whatever form it wrote its calls in.
 
 Example:
     >>> renderer = ChatRenderer(ChatFormat(tokenizer), ToolCallText("hermes"))  # doctest: +SKIP
@@ -23,7 +37,8 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentfly_env.core.types import ToolCall
@@ -76,26 +91,71 @@ class ChatRenderer:
         called = {"role": "assistant", "content": "", "tool_calls": [_template_call("call_0", ToolCall(_PROBE))]}
         self.renders_tool_calls = _PROBE in self._try_render([{"role": "user", "content": "hi"}, called], [])
 
-    def encode(self, messages: list[ChatMessage], tools: list[dict[str, Any]]) -> list[int]:
+    def encode(
+        self,
+        messages: list[ChatMessage],
+        tools: list[dict[str, Any]],
+        sampled_turns: Mapping[str, list[int]] | None = None,
+    ) -> list[int]:
         """Prompt tokens for ``messages`` (and the model turn's opening).
+
+        Args:
+            messages: The conversation.
+            tools: Tool definitions in OpenAI's shape.
+            sampled_turns: The episode's answered turns (:meth:`sampled_turn` of each): an assistant
+                message whose :meth:`turn_text` is here, and which the template writes as sent, is put
+                in as these ids instead of a tokenization of its text.
 
         Raises:
             RenderError: The template raised (e.g. it wants alternating roles) or cannot be split.
         """
-        dicts = [self._template_message(m) for m in messages]
         if tools and not self.renders_tools:
-            dicts = _with_system_note(dicts, self.tool_text.describe_tools(tools))
+            messages = _with_system_note(messages, self.tool_text.describe_tools(tools))
+        dicts = [self._template_message(m) for m in messages]
+        sampled = [self._sampled_ids(m, sampled_turns) for m in messages]
         template_tools = tools if self.renders_tools else []
         contents = [d["content"] for d in dicts]
         sentinels = [f"AGENTFLYSENTINEL{i}X" if text else "" for i, text in enumerate(contents)]
         masked = [{**d, "content": s} if s else d for d, s in zip(dicts, sentinels, strict=True)]
         real = self._render(dicts, template_tools)
         pieces, shown = _split(self._render(masked, template_tools), sentinels)
-        return self._tokenize(real, pieces, [contents[i] for i in shown])
+        return self._tokenize(real, pieces, [contents[i] for i in shown], [sampled[i] for i in shown])
 
-    def _tokenize(self, real: str, pieces: list[str], contents: list[str]) -> list[int]:
+    def turn_text(self, content: str, calls: list[ToolCall]) -> str | None:
+        """An assistant message as the template is given it: its content with its calls written in the
+        parser's format. None where the template renders the calls itself (then the message is not the
+        model's text alone, so it is never spliced)."""
+        if calls and self.renders_tool_calls:
+            return None
+        return self.tool_text.write(content, calls)
+
+    def sampled_turn(self, content: str, calls: list[ToolCall], token_ids: list[int]) -> tuple[str, list[int]] | None:
+        """An answered call's entry for :meth:`encode`'s ``sampled_turns``: the returned message's
+        :meth:`turn_text` and the ids the model sampled, without the end-of-turn token that closed them
+        (the template writes its own closing after a content). None where there is nothing to splice: no
+        text, no ids, or calls the template renders itself.
+
+        ``content`` and ``calls`` must be what the program got back, so that the same message sent back
+        unchanged has the same :meth:`turn_text` (a turn cut at a stop string does not qualify: its
+        returned text lacks the stop string its ids hold).
+        """
+        text = self.turn_text(content, calls)
+        ids = token_ids[:-1] if token_ids and token_ids[-1] in self.chat.end_of_turn_ids else token_ids
+        return (text, list(ids)) if text and ids else None
+
+    def _sampled_ids(self, message: ChatMessage, sampled_turns: Mapping[str, list[int]] | None) -> list[int] | None:
+        """The ids the model sampled for ``message``, when it is one of its turns sent back unchanged."""
+        if message.role != "assistant" or not sampled_turns:
+            return None
+        text = self.turn_text(message.content, [call for _, call in message.tool_calls])
+        return sampled_turns.get(text) if text is not None else None
+
+    def _tokenize(
+        self, real: str, pieces: list[str], contents: list[str], sampled: list[list[int] | None]
+    ) -> list[int]:
         """Walk the real rendering along the template's own pieces; what lies between two pieces is a
-        content as the template wrote it (the original, or the template's rewrite of it)."""
+        content as the template wrote it (the original, or the template's rewrite of it). A content
+        written as sent that has ``sampled`` ids is those ids."""
         ids: list[int] = []
         at = 0
         for index, content in enumerate(contents):
@@ -106,11 +166,15 @@ class ChatRenderer:
             at += len(piece)
             last = index + 1 == len(contents)
             if real.startswith(content + following, at) and (not last or at + len(content + following) == len(real)):
-                end = at + len(content)  # written as sent (the usual case)
-            else:  # rewritten by the template: it ends where the template's next piece starts
-                end = len(real) - len(following) if last else real.find(following, at)
-                if end < at or (last and not real.endswith(following)):
-                    raise RenderError("the chat template renders these messages differently from their layout")
+                at += len(content)  # written as sent (the usual case)
+                spliced = sampled[index]
+                ids += spliced if spliced is not None else self.chat.content_ids(content)
+                continue
+            # Rewritten by the template: it ends where the template's next piece starts, and only the
+            # rewritten text can be tokenized (never the sampled ids of the original).
+            end = len(real) - len(following) if last else real.find(following, at)
+            if end < at or (last and not real.endswith(following)):
+                raise RenderError("the chat template renders these messages differently from their layout")
             ids += self.chat.content_ids(real[at:end])
             at = end
         if real[at:] != pieces[-1]:
@@ -150,13 +214,13 @@ def _template_call(call_id: str, call: ToolCall) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
 
 
-def _with_system_note(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+def _with_system_note(messages: list[ChatMessage], note: str) -> list[ChatMessage]:
     """``note`` appended to the system message (one is put first when there is none)."""
-    if messages and messages[0]["role"] == "system":
+    if messages and messages[0].role == "system":
         first = messages[0]
-        text = f"{first['content']}\n\n{note}" if first["content"] else note
-        return [{**first, "content": text}, *messages[1:]]
-    return [{"role": "system", "content": note}, *messages]
+        text = f"{first.content}\n\n{note}" if first.content else note
+        return [replace(first, content=text), *messages[1:]]
+    return [ChatMessage("system", note), *messages]
 
 
 def _split(rendered: str, sentinels: list[str]) -> tuple[list[str], list[int]]:

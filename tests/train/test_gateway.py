@@ -15,10 +15,14 @@ import threading
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from agentfly_env.core.types import ToolCall
+from agentfly_train.chat import ChatFormat
 from agentfly_train.gateway import BackgroundGateway, Gateway, GatewaySettings
+from agentfly_train.gateway.rendering import ChatMessage, ChatRenderer
+from agentfly_train.gateway.tool_calls import ToolCallText
 from agentfly_train.generation import Generation
 
 openai = pytest.importorskip("openai")
@@ -46,13 +50,20 @@ def text_ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
 
-class ScriptedGenerator:
-    """Answers ``script(prompt text)`` as tokens closed by ``<|im_end|>``, log-prob ``-0.5 - 0.01 i`` for token i;
-    keeps every generation and every batch size it served."""
+def spelled(tokenizer, text: str) -> list[int]:
+    """``text`` sampled one character at a time: a tokenization of it that is not the tokenizer's own."""
+    return [i for character in text for i in text_ids(tokenizer, character)]
 
-    def __init__(self, tokenizer, script) -> None:
+
+class ScriptedGenerator:
+    """Answers ``script(prompt text)`` as ``tokenize(text)`` (the tokenizer's own tokens unless given) closed by
+    ``<|im_end|>``, or cut after the first of the request's stop strings it holds; log-prob ``-0.5 - 0.01 i``
+    for token i; keeps every generation and every batch size it served."""
+
+    def __init__(self, tokenizer, script, tokenize=None) -> None:
         self.tokenizer = tokenizer
         self.script = script
+        self.tokenize = tokenize or (lambda text: text_ids(tokenizer, text))
         self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.served: list[Generation] = []
         self.batch_sizes: list[int] = []
@@ -61,9 +72,14 @@ class ScriptedGenerator:
     def generate(self, requests, params):
         out = []
         for request in requests:
-            tokens = text_ids(self.tokenizer, self.script(self.tokenizer.decode(request.token_ids)))
-            tokens = (tokens + [self.end])[: request.max_new_tokens]
-            out.append(Generation(tokens, [-0.5 - 0.01 * i for i in range(len(tokens))], "stop"))
+            text = self.script(self.tokenizer.decode(request.token_ids))
+            cut = min((text.index(stop) + len(stop) for stop in params.stop if stop in text), default=None)
+            if cut is None:
+                tokens, reason = self.tokenize(text) + [self.end], "stop"
+            else:
+                tokens, reason = self.tokenize(text[:cut]), "stop_string"
+            tokens = tokens[: request.max_new_tokens]
+            out.append(Generation(tokens, [-0.5 - 0.01 * i for i in range(len(tokens))], reason))
         with self.lock:
             self.served += out
             self.batch_sizes.append(len(requests))
@@ -244,6 +260,148 @@ def test_a_template_that_strips_earlier_reasoning_splits_rows_without_retokenizi
     assert recording.rows[0].token_ids == prompt1 + sampled1.token_ids
     assert recording.rows[1].token_ids == prompt2 + sampled2.token_ids
     assert sum(recording.rows[1].action_mask) == len(sampled2.token_ids)
+    # The turn was sent back unchanged and is known as the model's, yet the template rewrote it: not spliced.
+    assert recording.sampled_turns[first.content] == sampled1.token_ids[:-1]
+
+
+def test_a_turn_sent_back_unchanged_is_the_ids_the_model_sampled(served, tokenizer):
+    """The model spells its answer one character at a time, not in the tokenizer's own tokens: sent back
+    unchanged, the turn goes into the next prompt as those ids, so the episode stays one row."""
+    running, generator = served
+    generator.script = lambda prompt: "Hello there, reader." if "Again" not in prompt else "ok"
+    generator.tokenize = lambda text: spelled(tokenizer, text)
+    episode = running.open_episode()
+    client = client_for(episode)
+    messages = [{"role": "user", "content": "Greet me."}]
+    first = client.chat.completions.create(model="policy", messages=messages).choices[0].message
+    messages += [{"role": "assistant", "content": first.content}, {"role": "user", "content": "Again."}]
+    client.chat.completions.create(model="policy", messages=messages)
+    recording = running.close_episode(episode.key)
+
+    sampled1, sampled2 = generator.served
+    answer = sampled1.token_ids[:-1]
+    assert first.content == "Hello there, reader." and answer != text_ids(tokenizer, first.content)
+    assert (recording.counters.rows, recording.counters.prefix_mismatches) == (1, 0)
+    [row] = recording.rows
+    prompt1 = template_ids(tokenizer, messages[:1])
+    # Past the turn, the second prompt is the template's own text, as re-rendering gives it.
+    rest = template_ids(tokenizer, messages)[len(prompt1) + len(text_ids(tokenizer, first.content)) :]
+    assert rest[0] == generator.end
+    assert row.token_ids == prompt1 + answer + rest + sampled2.token_ids
+    assert row.action_mask == [0] * len(prompt1) + [1] * len(sampled1.token_ids) + [0] * (len(rest) - 1) + [1] * len(
+        sampled2.token_ids
+    )
+
+
+def test_a_turn_cut_at_a_stop_string_is_sent_back_as_its_text(served, tokenizer):
+    """OpenAI leaves the stop string out of the returned text, so that text is not what the sampled ids say:
+    sent back, it is tokenized from its text (a new row), never swapped for ids the program did not send."""
+    running, generator = served
+    generator.script = lambda prompt: "Five. END of it" if "Again" not in prompt else "ok"
+    episode = running.open_episode()
+    client = client_for(episode)
+    messages = [{"role": "user", "content": "2 + 3 in words?"}]
+    first = client.chat.completions.create(model="policy", messages=messages, stop=["END"]).choices[0]
+    assert (first.message.content, first.finish_reason) == ("Five. ", "stop")
+    messages += [{"role": "assistant", "content": first.message.content}, {"role": "user", "content": "Again."}]
+    client.chat.completions.create(model="policy", messages=messages)
+    recording = running.close_episode(episode.key)
+
+    assert (recording.counters.rows, recording.counters.prefix_mismatches) == (2, 1)
+    assert recording.rows[1].token_ids == template_ids(tokenizer, messages) + generator.served[1].token_ids
+
+
+TOOL_CALLS_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] }}"
+    "{% if message['tool_calls'] is defined %}{% for call in message['tool_calls'] %}"
+    "{{ '<tool_call>' + call['function']['name'] + '</tool_call>' }}{% endfor %}{% endif %}"
+    "{{ '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def test_a_template_that_renders_tool_calls_gets_no_spliced_turn_with_calls(tokenizer):
+    """Where the template writes the call markup, a message with calls is not the model's text alone."""
+    own = copy.copy(tokenizer)
+    own.chat_template = TOOL_CALLS_TEMPLATE
+    renderer = ChatRenderer(ChatFormat(own), ToolCallText("hermes"))
+    assert renderer.renders_tool_calls
+    sampled, end = spelled(tokenizer, "Adding."), tokenizer.convert_tokens_to_ids("<|im_end|>")
+    add = ToolCall("add", {"a": 2})
+    assert renderer.sampled_turn("Adding.", [add], sampled + [end]) is None
+    assert renderer.sampled_turn("Adding.", [], sampled + [end]) == ("Adding.", sampled)
+
+    user = ChatMessage("user", "2 + 2?")
+    with_call = [user, ChatMessage("assistant", "Adding.", [("call_1", add)])]
+    assert renderer.encode(with_call, [], {"Adding.": sampled}) == renderer.encode(with_call, [])
+    plain = [user, ChatMessage("assistant", "Adding.")]
+    spliced = renderer.encode(plain, [], {"Adding.": sampled})
+    assert spliced != renderer.encode(plain, [])
+    assert any(spliced[i : i + len(sampled)] == sampled for i in range(len(spliced)))
+    user_turn = [ChatMessage("user", "Adding.")]  # only assistant messages are the model's
+    assert renderer.encode(user_turn, [], {"Adding.": sampled}) == renderer.encode(user_turn, [])
+
+
+@st.composite
+def written_calls(draw):
+    """``add``'s call as a model may write it (any JSON spacing, blank lines, prose around it), and a
+    tokenization of that text it may sample: (text, the pieces it is tokenized in, each apart)."""
+    separators = draw(st.sampled_from([(", ", ": "), (",", ":"), (", ", ":"), (" ,", " : ")]))
+    call = json.dumps({"name": "add", "arguments": {"a": 2, "b": 3}}, separators=separators)
+    space = st.sampled_from(["", " ", "\n", "\n\n", "  \n"])
+    before, after = draw(st.sampled_from(["", "Adding."])), draw(st.sampled_from(["", "Done."]))
+    text = f"{before}{draw(space)}<tool_call>{draw(space)}{call}{draw(space)}</tool_call>{draw(space)}{after}"
+    cuts = sorted(draw(st.sets(st.integers(1, len(text) - 1), max_size=6)))
+    return text, [text[start:end] for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(written=written_calls())
+def test_a_tool_call_sent_back_unchanged_continues_its_row_in_any_form_and_tokenization(served, tokenizer, written):
+    running, generator = served
+    text, pieces = written
+    generator.script = lambda prompt: "The sum is 5." if "<|im_start|>tool" in prompt else text
+    generator.tokenize = lambda answer: [
+        i for piece in (pieces if answer == text else [answer]) for i in text_ids(tokenizer, piece)
+    ]
+    generator.served.clear()
+    episode = running.open_episode()
+    first, _ = calculator_program(client_for(episode))
+    recording = running.close_episode(episode.key)
+
+    assert json.loads(first.choices[0].message.tool_calls[0].function.arguments) == {"a": 2, "b": 3}
+    assert (recording.counters.rows, recording.counters.prefix_mismatches) == (1, 0)
+    [row] = recording.rows
+    sampled1, sampled2 = generator.served
+    (prompt1, end1), (prompt2, end2) = row.calls
+    assert row.token_ids[prompt1:end1] == sampled1.token_ids and row.token_ids[prompt2:end2] == sampled2.token_ids
+    assert [i for i, mask in enumerate(row.action_mask) if mask] == [*range(prompt1, end1), *range(prompt2, end2)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    answer=st.text(min_size=1, max_size=20),
+    at=st.integers(0, 20),
+    removed=st.integers(0, 3),
+    inserted=st.text(max_size=3),
+)
+def test_an_edited_turn_always_splits_and_is_never_trained(served, answer, at, removed, inserted):
+    running, generator = served
+    generator.script = lambda prompt: answer if "Again" not in prompt else "ok"
+    generator.served.clear()
+    episode = running.open_episode()
+    client = client_for(episode)
+    messages = [{"role": "user", "content": "Say something."}]
+    returned = client.chat.completions.create(model="policy", messages=messages).choices[0].message.content or ""
+    edited = returned[:at] + inserted + returned[at + removed :]
+    assume(edited.strip() != returned)  # SmolLM2's template trims contents: an edit it trims away is no edit
+    messages += [{"role": "assistant", "content": edited}, {"role": "user", "content": "Again."}]
+    client.chat.completions.create(model="policy", messages=messages)
+    recording = running.close_episode(episode.key)
+
+    assert (recording.counters.rows, recording.counters.prefix_mismatches) == (2, 1)
+    second = recording.rows[1]
+    sampled = generator.served[1].token_ids
+    assert second.action_mask == [0] * (len(second.token_ids) - len(sampled)) + [1] * len(sampled)
 
 
 def test_concurrent_sub_agents_get_rows_of_their_own(served, tokenizer):

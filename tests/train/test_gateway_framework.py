@@ -12,11 +12,11 @@ each row's tokens are the chat template's prompt tokens plus exactly the ids the
 mask 1 and the generator's log-probs there and nowhere else.
 
 What it found: the SDK sends the model's turn back as it got it (``content: null``, the tool call with
-its id and arguments as the gateway returned them). When the model wrote the call in the form the
-gateway writes calls back (hermes' own, with newlines), the second call continues the first call's row
-exactly: one row, no prefix mismatch. When the model wrote it compactly (no newlines), the gateway's
-rewriting differs from the sampled text, so the episode splits into two rows (one prefix mismatch);
-nothing is re-tokenized and the rewritten call is never trained.
+its id and arguments as the gateway returned them). The gateway recognizes that message as the model's
+own unedited turn and puts in the ids it sampled, so the second call continues the first call's row
+exactly (one row, no prefix mismatch) whether the model wrote its call in the form the gateway writes
+calls back (hermes' own, with newlines) or compactly (no newlines): re-rendering the compact call from
+the parsed ``tool_calls`` would have given other tokens and split the episode.
 """
 
 from __future__ import annotations
@@ -54,10 +54,8 @@ HAIKU = "Tokyo wakes to sun\nno cloud above the rooftops\nthe whole day is brigh
 
 
 @pytest.mark.skipif(not EXAMPLE.is_file(), reason="the OpenAI Agents SDK's venv is missing: make peers")
-@pytest.mark.parametrize(
-    ("call_text", "split"), [(CALL_TEXT, False), (COMPACT_CALL_TEXT, True)], ids=["continues", "compact-call-splits"]
-)
-def test_the_agents_sdk_example_is_recorded_token_exact(tokenizer, call_text, split):
+@pytest.mark.parametrize("call_text", [CALL_TEXT, COMPACT_CALL_TEXT], ids=["canonical-call", "compact-call"])
+def test_the_agents_sdk_example_is_recorded_token_exact(tokenizer, call_text):
     generator = ScriptedGenerator(tokenizer, lambda prompt: HAIKU if "<|im_start|>tool" in prompt else call_text)
     with BackgroundGateway(Gateway(generator, tokenizer)) as running:
         episode = running.open_episode()
@@ -73,43 +71,31 @@ def test_the_agents_sdk_example_is_recorded_token_exact(tokenizer, call_text, sp
     # The prompts are what SmolLM2's template gives for what the SDK sends: its instructions as the
     # system message (the tool listed there, as the template renders no tools), the user's question,
     # then the model's turn sent back as OpenAI tool_calls (``content: null``, the call's id and
-    # arguments as the gateway returned them), which the gateway writes as CALL_TEXT, and the tool's result.
+    # arguments as the gateway returned them), which the gateway puts in as the model sampled it, and
+    # the tool's result.
     system = {"role": "system", "content": "You only respond in haikus.\n\n" + _tool_note(GET_WEATHER)}
     user = {"role": "user", "content": "What's the weather in Tokyo?"}
+    tool = {"role": "tool", "content": "The weather in Tokyo is sunny."}
     prompt1 = template_ids(tokenizer, [system, user])
-    prompt2 = template_ids(
-        tokenizer,
-        [
-            system,
-            user,
-            {"role": "assistant", "content": CALL_TEXT},
-            {"role": "tool", "content": "The weather in Tokyo is sunny."},
-        ],
-    )
+    prompt2 = template_ids(tokenizer, [system, user, {"role": "assistant", "content": call_text}, tool])
     sampled1, sampled2 = generator.served
     assert sampled1.token_ids == text_ids(tokenizer, call_text) + [generator.end]
-    continues = prompt2[: len(prompt1) + len(sampled1.token_ids)] == prompt1 + sampled1.token_ids
-    assert continues != split
+    # Re-rendered from the parsed call, the turn would continue the row only where the model wrote it canonically.
+    rerendered = template_ids(tokenizer, [system, user, {"role": "assistant", "content": CALL_TEXT}, tool])
+    assert (rerendered[: len(prompt1) + len(sampled1.token_ids)] == prompt1 + sampled1.token_ids) == (
+        call_text == CALL_TEXT
+    )
 
-    if not split:  # one row: both calls, the prompt's new tokens between them mask 0
-        assert (recording.counters.rows, recording.counters.prefix_mismatches) == (1, 0)
-        [row] = recording.rows
-        gap = len(prompt2) - len(prompt1) - len(sampled1.token_ids)
-        assert row.token_ids == prompt2 + sampled2.token_ids
-        assert row.action_mask == [0] * len(prompt1) + [1] * len(sampled1.token_ids) + [0] * gap + [1] * len(
-            sampled2.token_ids
-        )
-        assert row.logprobs == [0.0] * len(prompt1) + sampled1.logprobs + [0.0] * gap + sampled2.logprobs
-        return
-    # Split: the SDK sends the call back parsed, not as text, so the second prompt holds the gateway's
-    # canonical writing of it where the model wrote the compact one. A row per call, the second counted
-    # as a prefix mismatch; the rewritten call is prompt (mask 0), the model's own is trained in row one.
-    assert (recording.counters.rows, recording.counters.prefix_mismatches) == (2, 1)
-    assert [row.mismatch for row in recording.rows] == [False, True]
-    for row, prompt, sampled in zip(recording.rows, (prompt1, prompt2), generator.served, strict=True):
-        assert row.token_ids == prompt + sampled.token_ids
-        assert row.action_mask == [0] * len(prompt) + [1] * len(sampled.token_ids)
-        assert row.logprobs == [0.0] * len(prompt) + sampled.logprobs
+    # One row either way: both calls, the prompt's new tokens between them mask 0.
+    assert (recording.counters.rows, recording.counters.prefix_mismatches) == (1, 0)
+    [row] = recording.rows
+    gap = len(prompt2) - len(prompt1) - len(sampled1.token_ids)
+    assert row.token_ids == prompt2 + sampled2.token_ids
+    assert row.token_ids[: len(prompt1) + len(sampled1.token_ids)] == prompt1 + sampled1.token_ids
+    assert row.action_mask == [0] * len(prompt1) + [1] * len(sampled1.token_ids) + [0] * gap + [1] * len(
+        sampled2.token_ids
+    )
+    assert row.logprobs == [0.0] * len(prompt1) + sampled1.logprobs + [0.0] * gap + sampled2.logprobs
 
 
 def _tool_note(function: dict) -> str:
