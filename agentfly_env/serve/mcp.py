@@ -10,8 +10,11 @@ arguments, a tool error) has ``isError`` set; the step's reward, ``terminated``/
 come as the result's structured content.
 
 The first call starts an episode (a reset with ``seed``, then the next seeds); when one ends, the next
-call starts another. The resource ``agentfly://episode`` is the current episode as JSON: its task
-prompt, system prompt, turn, reward so far and whether it is over.
+call starts another. A session made with ``adopt_episode=True`` serves instead the one episode open on
+its env when it is made (a trainer resets the env to read the task, then hands it to a program's tools):
+calls after that episode ends are answered with an error and start nothing. The resource
+``agentfly://episode`` is the current episode as JSON: its task prompt, system prompt, turn, reward so far
+and whether it is over.
 
 The same calls are answered on ``agentfly-serve``'s OpenEnv server (``mcp`` messages on ``/ws``, ``POST
 /mcp``) by :func:`answer`, against the session's env.
@@ -21,8 +24,9 @@ Needs the ``serve`` extra (the ``mcp`` package).
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentfly_env.core.types import ToolCall
@@ -32,10 +36,18 @@ from agentfly_env.serve.protocol import JsonRpcCode, JsonRpcError
 
 with requires_extra("serve", "mcp", "mcp_types", feature="agentfly-serve --mcp"):
     import mcp_types as types
-    from mcp.server import Server
+    from mcp.server import Server, ServerRequestContext
     from mcp.server.stdio import stdio_server
 
-__all__ = ["EPISODE_URI", "RESERVED_TOOL_NAMES", "ToolSession", "answer", "create_mcp_server", "serve_stdio"]
+__all__ = [
+    "EPISODE_URI",
+    "RESERVED_TOOL_NAMES",
+    "ToolSession",
+    "answer",
+    "create_mcp_server",
+    "create_routed_mcp_server",
+    "serve_stdio",
+]
 
 EPISODE_URI = "agentfly://episode"
 
@@ -46,17 +58,38 @@ RESERVED_TOOL_NAMES = frozenset({"reset", "step", "state", "close"})
 class ToolSession:
     """One env whose turns are tool calls: episodes start on the first call and after each one ends.
 
+    Calls are stepped one at a time (concurrent calls, a program's parallel tool calls, wait their turn).
+
+    Args:
+        env: An in-process env with tools (``tool_schemas``, ``parser``, ``trajectory``, ``astep``).
+        seed: The first episode's seed; each next episode takes the next one.
+        adopt_episode: Serve the episode open on ``env`` now, and only it: calls step it, and once it is
+            over they are answered with an error (``isError``, "the episode has ended") instead of starting
+            another. Without it, an episode open on ``env`` now (left by its last user) is not this
+            session's, and the first call starts a new one.
+
     Raises:
         TypeError: The env has no tools, or no call format to write them in.
+        ValueError: ``adopt_episode`` with no episode open on the env.
+
+    Example:
+        >>> _ = env.reset(seed=3)  # doctest: +SKIP
+        >>> session = ToolSession(env, adopt_episode=True)  # doctest: +SKIP
+        >>> await session.call("calculator", {"expression": "2+3"})  # doctest: +SKIP
     """
 
-    def __init__(self, env: Any, seed: int | None = None) -> None:
+    def __init__(self, env: Any, seed: int | None = None, *, adopt_episode: bool = False) -> None:
         if not self.serves(env):
             raise TypeError(f"{env.env_id} has no tools to serve over MCP")
+        if adopt_episode and (env.trajectory is None or env.trajectory.done):
+            raise ValueError(f"{env.env_id} has no open episode to adopt: reset it first")
         self.env = env
         self.seed = seed
-        # An episode left open by the env's last user (an env from a pool) is not this session's.
-        self._foreign = env.trajectory
+        # Adopted: the one episode this session serves. Otherwise an episode left open by the env's last
+        # user (an env from a pool) is foreign: not this session's.
+        self._adopted = env.trajectory if adopt_episode else None
+        self._foreign = None if adopt_episode else env.trajectory
+        self._stepping = asyncio.Lock()  # one env steps one call at a time
 
     @staticmethod
     def serves(env: Any) -> bool:
@@ -68,6 +101,8 @@ class ToolSession:
         """Whether no episode of this session's is open. The env's trajectory says, so a session that also
         resets and steps the env (OpenEnv's ``/ws``) shares its episode with the tool calls."""
         trajectory = self.env.trajectory
+        if self._adopted is not None:  # over once it ends, or once someone else resets the env
+            return trajectory is not self._adopted or trajectory.done
         return trajectory is None or trajectory is self._foreign or trajectory.done
 
     def tools(self) -> list[types.Tool]:
@@ -81,10 +116,13 @@ class ToolSession:
         ]
 
     async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        if self.done:
-            await self._start()
-        action = self.env.parser.format_call(ToolCall(name, arguments))
-        observation, reward, terminated, truncated, info = await self.env.astep(action)
+        async with self._stepping:
+            if self.done:
+                if self._adopted is not None:
+                    return _episode_ended(self.env.env_id)
+                await self._start()
+            action = self.env.parser.format_call(ToolCall(name, arguments))
+            observation, reward, terminated, truncated, info = await self.env.astep(action)
         step = info["step"]
         failed = bool(step.parse_errors) or any(result.error is not None for result in step.tool_results)
         return types.CallToolResult(
@@ -104,18 +142,23 @@ class ToolSession:
             self.seed += 1
 
     async def episode(self) -> dict[str, Any]:
-        """The current episode (one is started if none is open)."""
+        """The current episode (one is started if none is open); an adopting session's is the adopted one."""
         if self.env.trajectory is None:
             await self._start()
-        trajectory = self.env.trajectory
+        trajectory = self.env.trajectory if self._adopted is None else self._adopted
         return {
             "env_id": self.env.env_id,
             "task": trajectory.observation,
             "system_prompt": self.env.system_prompt,
-            "turn": self.env.turn,
+            "turn": len(trajectory.steps),
             "total_reward": trajectory.total_reward,
             "done": trajectory.done,
         }
+
+
+def _episode_ended(env_id: str) -> types.CallToolResult:
+    text = f"the episode has ended: these {env_id} tools served one episode and take no more calls"
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
 
 async def answer(session: ToolSession | None, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,12 +201,25 @@ def _as_json(model: Any) -> dict[str, Any]:
 
 def create_mcp_server(session: ToolSession) -> Server[Any]:
     """The MCP server (low-level ``mcp.server.Server``) of one :class:`ToolSession`."""
+    return create_routed_mcp_server(
+        lambda ctx: session, name=f"agentfly:{session.env.env_id}", instructions=session.env.system_prompt
+    )
+
+
+def create_routed_mcp_server(
+    session_of: Callable[[ServerRequestContext[Any, Any]], ToolSession], *, name: str, instructions: str | None = None
+) -> Server[Any]:
+    """An MCP server of many :class:`ToolSession`: each request is answered by the one ``session_of`` picks
+    from the request's context (over HTTP, say, the one its path names: ``ctx.request.path_params``).
+
+    ``session_of`` may raise (a ``LookupError`` with a clear message) for a request no session answers.
+    """
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=session.tools())
+        return types.ListToolsResult(tools=session_of(ctx).tools())
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await session.call(params.name, dict(params.arguments or {}))
+        return await session_of(ctx).call(params.name, dict(params.arguments or {}))
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         resource = types.Resource(
@@ -174,14 +230,14 @@ def create_mcp_server(session: ToolSession) -> Server[Any]:
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         if str(params.uri) != EPISODE_URI:
             raise ValueError(f"unknown resource {params.uri}; this server has {EPISODE_URI}")
-        text = json.dumps(await session.episode())
+        text = json.dumps(await session_of(ctx).episode())
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=EPISODE_URI, mime_type="application/json", text=text)]
         )
 
     return Server(
-        f"agentfly:{session.env.env_id}",
-        instructions=session.env.system_prompt,
+        name,
+        instructions=instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,
