@@ -60,7 +60,7 @@ from agentfly_train.run_files import (
     TRAJECTORIES_FILE,
     WARM_START_DIR,
 )
-from agentfly_train.tokens_log import TokenRecord, mask_from_runs
+from agentfly_train.tokens_log import TokenRecord, TokenRow, mask_from_runs
 
 #: Bytes read per step of indexing: a reader waits for one step at most.
 CHUNK_BYTES = 1 << 20
@@ -499,6 +499,10 @@ class TokenIndex(JsonlFile):
         """The episode's tokens for display: text pieces, mask, and log-probs aligned with the tokens
         (``{"damaged": why}`` when its record does not decode; None when there is none).
 
+        An agent program's episode (a record with rows) has its own sequence empty and, under ``"rows"``,
+        each row's display in order, with ``"mismatch"``: whether the row began because the conversation
+        did not go on as the model wrote it.
+
         Args:
             episode_id: The trajectory's id.
             later: How many trajectories of the same id come after this one.
@@ -512,14 +516,22 @@ class TokenIndex(JsonlFile):
                 record = msgspec.json.decode(self.line(number), type=TokenRecord)
             except (msgspec.DecodeError, UnicodeDecodeError) as error:
                 return {"damaged": f"{self.path.name}, line of {episode_id}: {error}"}
-        mask = mask_from_runs(record.mask_runs)
-        generated = iter(record.logprobs)
-        return {
-            "token_ids": record.token_ids,
-            "pieces": record.pieces,
-            "mask": mask,
-            "logprobs": [next(generated, None) if bit else None for bit in mask],
-        }
+        shown = _display(record)
+        if record.rows:
+            shown["rows"] = [{**_display(row), "mismatch": row.mismatch} for row in record.rows]
+        return shown
+
+
+def _display(sequence: TokenRecord | TokenRow) -> dict[str, Any]:
+    """One stored token sequence for display: the mask expanded, log-probs put beside the tokens they scored."""
+    mask = mask_from_runs(sequence.mask_runs)
+    generated = iter(sequence.logprobs)
+    return {
+        "token_ids": sequence.token_ids,
+        "pieces": sequence.pieces,
+        "mask": mask,
+        "logprobs": [next(generated, None) if bit else None for bit in mask],
+    }
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The viewer's JSON API on generated runs and a real training run: pages, filters, one episode with its
-tokens exactly as trained, damaged lines counted, and no file outside the run directories served."""
+tokens exactly as trained (an agent program's in rows), damaged lines counted, and no file outside the run
+directories served."""
 
 from __future__ import annotations
 
@@ -44,6 +45,22 @@ def test_one_episode_comes_whole_with_its_tokens(client):
     assert trajectory["steps"][0]["tool_calls"][0]["name"] == "calculator"
     assert len(tokens["pieces"]) == len(tokens["mask"]) == len(tokens["logprobs"]) == len(tokens["token_ids"])
     assert all((lp is None) == (bit == 0) for lp, bit in zip(tokens["logprobs"], tokens["mask"], strict=True))
+
+
+def test_an_agent_programs_episode_comes_in_rows_with_its_mismatch_marked(tmp_path):
+    from agentfly_view.synthetic import write_synthetic_run
+
+    run = write_synthetic_run(tmp_path / "agents", episodes=16, per_step=8, agent_programs=True)
+    client = TestClient(create_app([RunDir(run)]))
+    listed = client.get("/api/episodes").json()["rows"]
+    one_turn = next(r["index"] for r in listed if r["turns"] == 1)
+    assert "rows" not in client.get("/api/episode", params={"index": one_turn}).json()["tokens"]
+    two_turns = next(r["index"] for r in listed if r["turns"] >= 2)
+    tokens = client.get("/api/episode", params={"index": two_turns}).json()["tokens"]
+    assert tokens["token_ids"] == [] and [row["mismatch"] for row in tokens["rows"]] == [False, True]
+    for row in tokens["rows"]:
+        assert len(row["pieces"]) == len(row["mask"]) == len(row["logprobs"]) == len(row["token_ids"]) > 0
+        assert all((lp is None) == (bit == 0) for lp, bit in zip(row["logprobs"], row["mask"], strict=True))
 
 
 def test_curves_overlay_runs_and_split_envs(synthetic_run, tmp_path):

@@ -1,6 +1,7 @@
 """The viewer end to end in a real headless browser (Debian's chromium through selenium): a real training
 run's failed episodes filtered, one opened, its tokens coloured by exactly the mask the trainer trained
-with; curves of two runs overlaid; damaged lines counted on the page; a growing run refreshed live.
+with; an agent program's episode row by row, its prefix mismatch marked; curves of two runs overlaid;
+damaged lines counted on the page; a growing run refreshed live.
 
 The episode page's screenshot is saved in the test's tmp dir and copied to runs/view-screenshot.png.
 """
@@ -56,6 +57,29 @@ def test_a_failed_episode_shows_the_mask_it_was_trained_with(browser, trained_ru
         SCREENSHOT_COPY.parent.mkdir(exist_ok=True)
         shutil.copyfile(screenshot, SCREENSHOT_COPY)
         browser.set_window_size(1400, 1000)
+
+
+def test_an_agent_programs_episode_shows_each_row_and_marks_its_mismatch(browser, tmp_path):
+    run = write_synthetic_run(tmp_path / "agents", episodes=8, per_step=8, agent_programs=True)
+    source = RunDir(run).sources()["."]
+    number = next(n for n in range(len(source.episodes)) if "rows" in source.episode(n)["tokens"])
+    rows = source.episode(number)["tokens"]["rows"]
+    with serve_in_thread(create_app([RunDir(run)])) as url:
+        browser.get(f"{url}/#/episode?run=0&source=.&index={number}")
+        shown = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#tokens .token-row"))
+        assert len(shown) == 2
+        heads, marks, masks = zip(
+            *browser.execute_script(
+                "return [...document.querySelectorAll('#tokens .token-row')].map(row => [row.querySelector('h4')"
+                ".firstChild.textContent, row.querySelector('.mismatch-mark')?.textContent ?? null,"
+                " [...row.querySelectorAll('.tok')].map(t => Number(t.dataset.mask))])"
+            ),
+            strict=True,
+        )
+        assert heads == ("row 1 of 2", "row 2 of 2")
+        assert marks == (None, "prefix mismatch: the conversation did not continue as the model wrote it")
+        assert list(masks) == [row["mask"] for row in rows]
+        assert browser.find_element(By.ID, "episode-rows").text == "rows 2 1 prefix mismatch"
 
 
 def test_curves_overlay_two_runs_and_the_page_counts_damaged_lines(browser, trained_run, synthetic_run):

@@ -1,5 +1,6 @@
 """Reading run directories: incremental indexing of growing files, damaged lines skipped and counted,
-filters and text search, per-env curves, the token sidecar's format and its join to trajectories."""
+filters and text search, per-env curves, the token sidecar's format (an agent program's rows too) and its
+join to trajectories."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 import agentfly_view
 from agentfly_env.core.types import Step, Trajectory
 from agentfly_train.run_files import TOKENS_FILE
-from agentfly_train.tokens_log import TokenRecord, mask_from_runs, mask_runs
+from agentfly_train.tokens_log import TokenRecord, TokenRow, mask_from_runs, mask_runs
 from agentfly_view.runs import ENDED, EpisodeFilter, EpisodeIndex, RunDir, TokenIndex
 
 
@@ -165,6 +166,39 @@ def test_repeated_episode_ids_pair_trajectories_and_token_records_from_the_last(
     appended = RunDir(tmp_path).sources()["."]
     assert [appended.episode(n)["tokens"]["pieces"] for n in (0, 1)] == [["a", "b", "c"], ["a", "b", "d", "e"]]
     assert appended.tokens.tokens("9-9-9") is None and appended.tokens.tokens("3-0-0", later=2) is None
+
+
+#: An agent program's row: its mask, and whether it began on a prefix mismatch.
+agent_rows = st.lists(st.tuples(st.lists(st.integers(0, 1), max_size=20), st.booleans()), min_size=1, max_size=5)
+
+
+@given(agent_rows)
+@settings(max_examples=40, deadline=None)
+def test_an_agent_programs_rows_are_shown_in_order_each_aligned_with_its_log_probs(tmp_path_factory, rows):
+    folder = tmp_path_factory.mktemp("rows")
+    stored = [
+        TokenRow(
+            token_ids=list(range(len(mask))),
+            mask_runs=mask_runs(mask),
+            logprobs=[-(row + position / 100) for position, bit in enumerate(mask) if bit],
+            pieces=[f"{row}.{position}" for position in range(len(mask))],
+            mismatch=mismatch,
+        )
+        for row, (mask, mismatch) in enumerate(rows)
+    ]
+    old = TokenRecord("0-0-0", [7], [0, 1], [-0.5], ["x"])
+    agent = TokenRecord("0-0-1", [], mask_runs([]), rows=stored)
+    (folder / TOKENS_FILE).write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in (old, agent)))
+    assert msgspec.json.encode(agent).startswith(b'{"episode_id":"0-0-1"')  # indexed without decoding the rows
+    index = TokenIndex(folder / TOKENS_FILE)
+    index.refresh()
+    assert index.tokens("0-0-0") == {"token_ids": [7], "pieces": ["x"], "mask": [1], "logprobs": [-0.5]}  # as before
+    shown = index.tokens("0-0-1")
+    assert shown["pieces"] == shown["mask"] == [] and len(shown["rows"]) == len(rows)
+    for row, ((mask, mismatch), display) in enumerate(zip(rows, shown["rows"], strict=True)):
+        assert display["mask"] == mask and display["mismatch"] == mismatch
+        assert display["pieces"] == [f"{row}.{position}" for position in range(len(mask))]
+        assert display["logprobs"] == [-(row + position / 100) if bit else None for position, bit in enumerate(mask)]
 
 
 def test_only_trajectory_files_inside_the_run_are_found(tmp_path, synthetic_run):
