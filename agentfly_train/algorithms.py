@@ -101,9 +101,27 @@ def group_baseline(
     return shaped.reshape(-1)
 
 
-def trained_episodes(finished: torch.Tensor, group_size: int, estimator: str) -> torch.Tensor:
+def first_rows(episode_of: torch.Tensor) -> torch.Tensor:
+    """Where each episode's rows start, for rows grouped by episode (``episode_of`` non-decreasing).
+
+    An agent program's episode can be several token rows; group baselines are over episodes, so the
+    estimators read each episode's values at its first row and give every row its episode's result.
+
+    Example:
+        >>> first_rows(torch.tensor([0, 0, 1, 2, 2, 2])).tolist()
+        [0, 2, 3]
+    """
+    starts = torch.ones_like(episode_of, dtype=torch.bool)
+    starts[1:] = episode_of[1:] != episode_of[:-1]
+    return starts.nonzero().flatten()
+
+
+def trained_episodes(
+    finished: torch.Tensor, group_size: int, estimator: str, episode_of: torch.Tensor | None = None
+) -> torch.Tensor:
     """Which episodes the loss learns from: the ones that finished (their env did not fail), and, for a group
     baseline, only in groups where two or more finished (one alone has nothing to be compared with).
+    With ``episode_of`` (rows of multi-row episodes, see :func:`first_rows`) the answer is per row.
 
     Example:
         >>> finished = torch.tensor([True, False, True, False, False, True])
@@ -114,6 +132,8 @@ def trained_episodes(finished: torch.Tensor, group_size: int, estimator: str) ->
     """
     if by_estimator(estimator).baseline is None:
         return finished.clone()
+    if episode_of is not None:
+        return trained_episodes(finished[first_rows(episode_of)], group_size, estimator)[episode_of]
     grouped = finished.reshape(-1, group_size)
     return (grouped & (grouped.sum(-1, keepdim=True) >= 2)).reshape(-1)
 
@@ -199,6 +219,7 @@ def compute_advantages(
     std_norm: bool = True,
     reward_clip: float | None = 10.0,
     included: torch.Tensor | None = None,
+    episode_of: torch.Tensor | None = None,
 ) -> Advantages:
     """Advantages and returns for a rollout batch, as OpenRLHF's experience maker computes them.
 
@@ -216,9 +237,17 @@ def compute_advantages(
         reward_clip: Clip the shaped episode rewards to ``[-reward_clip, reward_clip]`` (None: off).
         included: One bool per episode, False for one left out (:func:`trained_episodes`): it has no share in
             group baselines or the batch normalisation, and its tokens count as masked. Default: all.
+        episode_of: Rows of multi-row episodes (an agent program's): the episode of each row. ``rewards`` and
+            ``included`` are then per row, alike within an episode; the group baseline is taken over
+            episodes and each row gets its episode's shaped reward. Default: each row an episode.
     """
     algorithm = by_estimator(estimator)
-    shaped = group_baseline(rewards.float(), group_size, estimator, included)
+    if episode_of is None:
+        shaped = group_baseline(rewards.float(), group_size, estimator, included)
+    else:
+        first = first_rows(episode_of)
+        kept = None if included is None else included[first]
+        shaped = group_baseline(rewards.float()[first], group_size, estimator, kept)[episode_of]
     mask = action_mask.float() if included is None else action_mask.float() * included.unsqueeze(1)
     per_token = token_rewards(shaped, mask, kl, kl_coef, reward_clip)
     discount = gamma if algorithm.discounted else 1.0

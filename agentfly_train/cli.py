@@ -6,6 +6,7 @@ Examples::
     agentfly-train --algo rloo --env AgentFly/Math-v0 --env-option difficulty=1 --steps 50
     agentfly-train --config my.toml --set train.lr=2e-6 --set rollout.max_turns=6 --resume auto
     agentfly-train eval --model runs/train/final --episodes 200
+    agentfly-train --config agent-calculator --agent examples/calculator_agent.py:solve   # your own agent program
     agentfly-train eval --base-url http://gpu-box:8000/v1 --server-model Qwen/Qwen2.5-7B-Instruct
     agentfly-train export --count 10000 --output prompts.jsonl   # prompt file for OpenRLHF
     agentfly-train --config openrlhf --dry-run                   # the OpenRLHF command for 8 GPUs, printed
@@ -68,6 +69,7 @@ FIELD_FLAGS = {
     "eval_temperature": "eval.temperature",
     "concurrency": "eval.concurrency",
     "ray_address": "openrlhf.ray_address",
+    "agent": "agent.program",
 }
 
 
@@ -103,6 +105,11 @@ def build_parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--max-turns", type=int)
         parser.add_argument("--max-new-tokens", type=int, help="token budget of one model turn")
         parser.add_argument("--max-episode-tokens", type=int, help="token budget of a whole episode")
+        parser.add_argument(
+            "--agent",
+            metavar="PATH.py:FUNC",
+            help="an agent program, FUNC(task, llm), played through the token-exact gateway instead of the env loop",
+        )
     if command == "train":
         parser.add_argument("--backend", choices=BACKENDS)
         parser.add_argument("--algo", choices=list(ALGORITHMS))

@@ -340,7 +340,24 @@ class SFTConfig(Section):
         return bool(self.data or self.expert_episodes)
 
 
-SECTIONS = ("model", "env", "rollout", "algorithm", "train", "log", "eval", "sft")
+class AgentConfig(Section):
+    """An agent program to train or evaluate in place of the env loop (:mod:`agentfly_train.agents`): its model calls
+    go through the token-exact gateway, its answer is scored by the env's reward."""
+
+    program: str = ""
+    """``PATH.py:FUNC`` or ``MODULE:FUNC``, a ``def`` or ``async def FUNC(task, llm)``; empty: the env loop plays the
+    model (the env's prompt, template and parser)."""
+    timeout_s: Positive = 300.0
+    """Seconds one episode's program may run; past them the episode fails, with the reason, and its group goes on."""
+    tools: bool = True
+    """Serve the env's tools to the program over MCP (``task.tools_url``), for envs with tools in an in-process pool."""
+    expert: str = ""
+    """The warm start's scripted model, ``PATH.py:FUNC``: ``FUNC(prompt_text) -> answer_text``. With
+    ``sft.expert_episodes``, the program plays that many training tasks against it through the gateway, and the
+    rows of its successful episodes are the demonstrations: the program's own prompts and format."""
+
+
+SECTIONS = ("model", "env", "rollout", "algorithm", "train", "log", "eval", "sft", "agent")
 
 
 class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -371,6 +388,8 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``[eval]``: ``agentfly-train eval``."""
     sft: SFTConfig = msgspec.field(default_factory=SFTConfig)
     """``[sft]``: the warm start before RL (``agentfly-train sft`` runs it alone)."""
+    agent: AgentConfig = msgspec.field(default_factory=AgentConfig)
+    """``[agent]``: an agent program to train or evaluate (``--agent PATH.py:FUNC``) instead of the env loop."""
     backends: dict[str, Any] = msgspec.field(default_factory=lambda: {n: s() for n, s in backend_sections().items()})
     """Every registered backend's own section, by backend name, each read from the top-level table of that name
     (``[openrlhf]``) and read back as ``config.openrlhf``."""
@@ -492,6 +511,20 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ConfigError(f"algorithm.dual_clip must be > 1 (or 0 for off), got {dual_clip}")
         if problem := _is_correction_problem(self.algorithm):
             raise ConfigError(problem)
+        for field, spec in (("agent.program", self.agent.program), ("agent.expert", self.agent.expert)):
+            where = spec.rpartition(":")[0]
+            if spec and (not where or (where.endswith(".py") and not Path(where).expanduser().is_file())):
+                raise ConfigError(f"{field} = {spec!r}: write it as PATH.py:FUNC (an existing file) or MODULE:FUNC")
+        if self.agent.program and self.sft.expert_episodes and not self.agent.expert:
+            raise ConfigError(
+                "sft.expert_episodes with agent.program needs agent.expert, a scripted model the program plays "
+                "against (the env's own expert plays the env loop's format, not the program's)"
+            )
+        if self.agent.program and (self.backend != "local" or self.env.mix):
+            raise ConfigError(
+                "agent.program runs on the local backend with one env (not env.mix) in this version; "
+                f"got backend {self.backend!r}" + (" with env.mix" if self.env.mix else "")
+            )
         # The local backend logs from this process; a launcher checks what its own run needs.
         if self.backend == "local" and self.log.wandb and importlib.util.find_spec("wandb") is None:
             raise ConfigError("log.wandb is on but wandb is not installed: pip install wandb")

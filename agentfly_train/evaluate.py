@@ -32,10 +32,10 @@ from agentfly_env.core.recording import TrajectoryWriter
 from agentfly_env.resources.distributed import EnvHandle, make_env_pool
 from agentfly_env.resources.pool import ResourcePool
 from agentfly_train.chat import first_messages
-from agentfly_train.config import Config
+from agentfly_train.config import Config, ConfigError
 from agentfly_train.generation import Generator
 from agentfly_train.generation.openai import OpenAIChatClient
-from agentfly_train.metrics import episode_metrics, per_env_metrics, sequence_metrics
+from agentfly_train.metrics import episode_metrics, gateway_metrics, per_env_metrics, sequence_metrics
 from agentfly_train.rollout import Episode, EpisodeStats, reset_episode, step_episode
 from agentfly_train.run_files import EVAL_DIR, SUMMARY_FILE, TOKENS_FILE, TRAJECTORIES_FILE
 from agentfly_train.tokens_log import write_token_log
@@ -61,6 +61,10 @@ def evaluate(
         generator: What samples for ``model`` (a trainer's, kept in sync with it) instead of a new one.
     """
     config.validate(check_env=env_fn is None, check_model=model is None and client is None)
+    if config.agent.program and (client is not None or config.eval.base_url):
+        raise ConfigError(
+            "an agent program is evaluated on the local model (the gateway records its calls), not a server"
+        )
     options = {**config.env.options, **config.env.eval_options}
     seeds = list(range(config.eval.episodes))
     size = min(config.eval.concurrency, len(seeds))
@@ -85,7 +89,8 @@ def evaluate(
             metrics = episode_metrics(episodes)
         else:
             local, tokenizer = _local_episodes(config, model, tokenizer, envs, seeds, generator)
-            episodes, metrics = list(local), {**episode_metrics(local), **sequence_metrics(local)}
+            episodes = list(local)
+            metrics = {**episode_metrics(local), **sequence_metrics(local), **gateway_metrics(local)}
             source = config.model.path if model is None else type(model).__name__
         if config.env.mix:
             metrics.update(per_env_metrics(episodes))
@@ -122,6 +127,7 @@ def _local_episodes(
     generator: Generator | None = None,
 ) -> tuple[list[Episode], Any]:
     """The episodes played locally, and the tokenizer (the one loaded here when no model was given)."""
+    from agentfly_train.agents import AgentProgram, AgentRollout, gateway_for
     from agentfly_train.chat import ChatFormat
     from agentfly_train.generation import build_generator
     from agentfly_train.models import (
@@ -141,13 +147,18 @@ def _local_episodes(
     owned = generator is None  # built here, so closed here
     if generator is None:
         generator = build_generator(config, model, tokenizer)
-    rollout = Rollout(
-        envs,
-        chat,
-        generator,
-        rollout_config,
-        params=sampling_params(rollout_config, chat, temperature=config.eval.temperature),
-    )
+    rollout: Rollout | AgentRollout
+    if config.agent.program:  # the program plays, its calls answered by the gateway at the eval's temperature
+        gateway = gateway_for(config, generator, tokenizer, temperature=config.eval.temperature)
+        rollout = AgentRollout(envs, AgentProgram.load(config.agent.program), gateway, rollout_config, config.agent)
+    else:
+        rollout = Rollout(
+            envs,
+            chat,
+            generator,
+            rollout_config,
+            params=sampling_params(rollout_config, chat, temperature=config.eval.temperature),
+        )
     episodes: list[Episode] = []
     try:
         for start in range(0, len(seeds), envs.config.size):

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from agentfly_env.core.types import EpisodeSummary, summarize
 from agentfly_train.rollout import Episode, EpisodeStats
@@ -57,7 +58,10 @@ def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, float]:
 def _with_driver_cut(episode: EpisodeStats) -> EpisodeSummary:
     """The env's summary of an episode with the driver's cut on top (a cut episode counts as truncated)."""
     return msgspec.structs.replace(
-        episode.summary, truncated=episode.truncated, truncation_reason=episode.truncation_reason
+        episode.summary,
+        truncated=episode.truncated,
+        truncation_reason=episode.truncation_reason,
+        tool_calls=episode.tool_calls,
     )
 
 
@@ -92,7 +96,34 @@ def sequence_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     count = max(len(episodes), 1)
     return {
         "generated_tokens_per_episode": sum(e.generated_tokens for e in episodes) / count,
-        "sequence_tokens_per_episode": sum(len(e.token_ids) for e in episodes) / count,
+        "sequence_tokens_per_episode": sum(len(s.token_ids) for e in episodes for s in e.sequences) / count,
+    }
+
+
+def gateway_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """What an agent program's model calls came to (none for episodes the env loop played): calls and rows per
+    episode, the prefix-mismatch rate (rows started because a conversation did not go on as the model wrote
+    it, per call), and the gateway's own added latency per call, p50 and p99 in milliseconds.
+
+    Example:
+        >>> from agentfly_train.gateway import EpisodeCounters
+        >>> played = Episode(0, 0, 0, calls=EpisodeCounters(calls=4, rows=2, prefix_mismatches=1, added_latency_s=[0.001] * 4))
+        >>> gateway_metrics([played])["prefix_mismatch_rate"], gateway_metrics([played])["gateway_latency_ms_p50"]
+        (0.25, 1.0)
+    """
+    counters = [e.calls for e in episodes if e.calls is not None]
+    if not counters:
+        return {}
+    count, calls = len(counters), sum(c.calls for c in counters)
+    latency = [1000 * seconds for c in counters for seconds in c.added_latency_s] or [0.0]
+    return {
+        "llm_calls_per_episode": calls / count,
+        "rows_per_episode": sum(c.rows for c in counters) / count,
+        "prefix_mismatch_rate": sum(c.prefix_mismatches for c in counters) / max(calls, 1),
+        "prompt_tokens_per_call": sum(c.prompt_tokens for c in counters) / max(calls, 1),
+        "completion_tokens_per_call": sum(c.completion_tokens for c in counters) / max(calls, 1),
+        "gateway_latency_ms_p50": float(np.percentile(latency, 50)),
+        "gateway_latency_ms_p99": float(np.percentile(latency, 99)),
     }
 
 

@@ -48,6 +48,7 @@ from agentfly_env.resources.distributed import EnvHandle
 from agentfly_env.resources.pool import Lease, ResourcePool
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import RolloutConfig
+from agentfly_train.gateway.recording import EpisodeCounters, Row
 from agentfly_train.generation import (
     Generation,
     GenerationRequest,
@@ -90,8 +91,11 @@ class EpisodeStats:
         turns_cut: Turns the per-turn token budget cut (``finish_reason == "length"``).
         env_seconds: Time spent in ``areset`` and ``astep``.
         cut_reason: Why the driver cut the episode (``max_turns``, ``max_tokens``, ``context``), if it did.
-        failure: Why the episode failed for a reason outside the model (its env died or raised), or None.
-            Such an episode is reported but left out of the loss and of its group's baseline.
+        failure: Why the episode failed for a reason outside the model (its env died or raised, an agent
+            program raised or ran out of time), or None. Such an episode is reported but left out of the
+            loss and of its group's baseline.
+        verdict: The reward an agent program gave its own episode (it returned a float), which stands for
+            the env's; None when the env's reward counts. Success is then a verdict above 0.
     """
 
     trajectory: Trajectory | None = None
@@ -100,6 +104,7 @@ class EpisodeStats:
     env_seconds: float = 0.0
     cut_reason: str | None = None
     failure: str | None = None
+    verdict: float | None = None
 
     @property
     def summary(self) -> EpisodeSummary:
@@ -108,11 +113,11 @@ class EpisodeStats:
 
     @property
     def reward(self) -> float:
-        return self.summary.reward
+        return self.summary.reward if self.verdict is None else self.verdict
 
     @property
     def success(self) -> bool:
-        return self.summary.success
+        return self.summary.success if self.verdict is None else self.verdict > 0
 
     @property
     def tool_calls(self) -> int:
@@ -172,7 +177,7 @@ class EpisodeStats:
 
 @dataclass
 class Episode(EpisodeStats):
-    """One played episode: its statistics plus its token sequence.
+    """One played episode: its statistics plus its token sequence (or, an agent program's, its rows).
 
     Attributes:
         group: Index of its task in the rollout batch.
@@ -183,6 +188,9 @@ class Episode(EpisodeStats):
         logprobs: The generator's log-prob of each generated token; 0.0 elsewhere.
         prompt_length: Tokens in the first prompt.
         turns: The model turns' places in the sequence.
+        rows: An agent program's episode: its model calls as the gateway recorded them, one token row per
+            conversation that continued exactly (the episode's own ``token_ids`` stay empty).
+        calls: An agent program's episode: what its calls came to (calls, rows, prefix mismatches, latency).
     """
 
     group: int
@@ -193,10 +201,24 @@ class Episode(EpisodeStats):
     logprobs: list[float] = field(default_factory=list)
     prompt_length: int = 0
     turns: list[Turn] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    calls: EpisodeCounters | None = None
+
+    @property
+    def sequences(self) -> list[Row] | list[Episode]:
+        """What the update trains on: the rows of an agent program's episode, else the episode's own sequence
+        (also for an agent episode without rows, so a failed one still holds its place in its group)."""
+        return self.rows or [self]
 
     @property
     def generated_tokens(self) -> int:
-        return sum(self.action_mask)
+        return sum(sum(sequence.action_mask) for sequence in self.sequences)
+
+    @property
+    def tool_calls(self) -> int:
+        """The model's tool calls: an agent program's as the gateway returned them (to the program's own tools or
+        the env's), else the env's count."""
+        return self.calls.tool_calls if self.calls is not None else self.summary.tool_calls
 
     def append(self, token_ids: Sequence[int], *, generated: bool, logprobs: Sequence[float] = ()) -> None:
         """Append tokens: generated ones with their log-probs, or env/template ones (mask 0)."""
@@ -300,6 +322,25 @@ async def step_episode(env: EnvHandle, stats: EpisodeStats, action: str) -> Step
     return step
 
 
+async def lease_envs(
+    envs: ResourcePool[EnvHandle], episodes: list[Episode], timeout_s: float | None
+) -> list[Lease[EnvHandle]]:
+    """An env for each episode; an episode whose env could not be made (its actor killed while it started)
+    fails, with the reason, and the others are played. Every env failing to start is an error of the run.
+    Returns the leases of the episodes left to play, in their order."""
+    if len(episodes) > envs.config.size:
+        raise ValueError(f"{len(episodes)} episodes need as many envs; the env pool holds {envs.config.size}")
+    leased = await asyncio.gather(*(envs.acquire(timeout=timeout_s) for _ in episodes), return_exceptions=True)
+    errors = [lease for lease in leased if isinstance(lease, BaseException)]
+    if errors and (len(errors) == len(leased) or not all(isinstance(e, Exception) for e in errors)):
+        await asyncio.gather(*(lease.release() for lease in leased if not isinstance(lease, BaseException)))
+        raise errors[0]
+    for episode, lease in zip(episodes, leased, strict=True):
+        if isinstance(lease, Exception):
+            episode.fail(lease)
+    return [lease for lease in leased if not isinstance(lease, BaseException)]
+
+
 def sampling_params(config: RolloutConfig, chat: ChatFormat, *, temperature: float | None = None) -> SamplingParams:
     """The generator's sampling parameters for a rollout config."""
     return SamplingParams(
@@ -357,11 +398,9 @@ class Rollout:
         """
         n = self.config.samples_per_prompt
         episodes = [Episode(group=g, chain=c, seed=int(seed)) for g, seed in enumerate(task_seeds) for c in range(n)]
-        if len(episodes) > self.envs.config.size:
-            raise ValueError(f"{len(episodes)} episodes need as many envs; the env pool holds {self.envs.config.size}")
         stats = RolloutStats()
         started = time.perf_counter()
-        leases = await self._lease_envs(episodes)
+        leases = await lease_envs(self.envs, episodes, self.lease_timeout_s)
         playing = [episode for episode in episodes if episode.failure is None]
         try:
             if self.config.overlap:
@@ -384,21 +423,6 @@ class Rollout:
             if episode.trajectory is not None:
                 episode.trajectory.episode_id = f"{episode_id_prefix}{episode.group}-{episode.chain}"
         return RolloutResult(episodes=episodes, stats=stats)
-
-    async def _lease_envs(self, episodes: list[Episode]) -> list[Lease[EnvHandle]]:
-        """An env for each episode; an episode whose env could not be made (its actor killed while it started)
-        fails, with the reason, and the others are played. Every env failing to start is an error of the run."""
-        leased = await asyncio.gather(
-            *(self.envs.acquire(timeout=self.lease_timeout_s) for _ in episodes), return_exceptions=True
-        )
-        errors = [lease for lease in leased if isinstance(lease, BaseException)]
-        if errors and (len(errors) == len(leased) or not all(isinstance(e, Exception) for e in errors)):
-            await asyncio.gather(*(lease.release() for lease in leased if not isinstance(lease, BaseException)))
-            raise errors[0]
-        for episode, lease in zip(episodes, leased, strict=True):
-            if isinstance(lease, Exception):
-                episode.fail(lease)
-        return [lease for lease in leased if not isinstance(lease, BaseException)]
 
     # ----------------------------------------------------------------- one episode's steps
 

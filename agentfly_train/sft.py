@@ -341,7 +341,7 @@ def train_sft(
     return SFTResult(
         losses=losses,
         episodes=len(episodes),
-        action_tokens=sum(sum(e.action_mask) for e in episodes),
+        action_tokens=sum(e.generated_tokens for e in episodes),
         seconds=time.perf_counter() - started,
     )
 
@@ -359,7 +359,7 @@ def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], An
         if sft.data
         else []
     )
-    if sft.expert_episodes:
+    if sft.expert_episodes and not config.agent.program:
         experts = collect_expert(env_fn or config.env.id, sft.expert_episodes, options=config.env.options)
         demos += parse_rows((msgspec.to_builtins(t) for t in experts), source=f"{config.env.id} expert")
     episodes = []
@@ -368,6 +368,8 @@ def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], An
             episodes.append(encode(chat, demo, max_tokens=config.rollout.max_episode_tokens))
         except DemonstrationError as error:
             _bad(str(error), sft.on_bad_row)
+    if sft.expert_episodes and config.agent.program:  # the program's own format, played against agent.expert
+        episodes += _agent_demonstrations(config, tokenizer, env_fn)
     if not episodes:
         raise DemonstrationError("no demonstration fits rollout.max_episode_tokens")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -382,6 +384,27 @@ def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], An
         seed=config.seed,
         max_grad_norm=config.train.max_grad_norm,
     )
+
+
+def _agent_demonstrations(config: Any, tokenizer: Any, env_fn: Callable[[], Any] | None) -> list[Any]:
+    from agentfly_env.core.aio import run_sync
+    from agentfly_env.resources.distributed import make_env_pool
+    from agentfly_train.agents import agent_demonstrations
+
+    size = min(config.episodes_per_step, config.sft.expert_episodes)  # as many at once as a training step plays
+    envs = make_env_pool(env_fn, size=size) if env_fn else make_env_pool(config.env.id, config.env.options, size=size)
+    try:
+        episodes = agent_demonstrations(config, tokenizer, envs)
+    finally:
+        run_sync(envs.close())
+    logger.info(
+        "warm start: %s solved %d of %d training tasks against %s",
+        config.agent.program,
+        len(episodes),
+        config.sft.expert_episodes,
+        config.agent.expert,
+    )
+    return episodes
 
 
 def collect_expert(

@@ -32,6 +32,17 @@ from typing import Any
 import msgspec
 
 
+class TokenRow(msgspec.Struct, omit_defaults=True):
+    """One row of an agent program's episode (:class:`~agentfly_train.gateway.Row`): the fields of a
+    :class:`TokenRecord`, and whether the row began with a prefix mismatch."""
+
+    token_ids: list[int]
+    mask_runs: list[int]
+    logprobs: list[float] = msgspec.field(default_factory=list)
+    pieces: list[str] = msgspec.field(default_factory=list)
+    mismatch: bool = False
+
+
 class TokenRecord(msgspec.Struct, omit_defaults=True):
     """One episode's token sequence as trained.
 
@@ -41,6 +52,7 @@ class TokenRecord(msgspec.Struct, omit_defaults=True):
         mask_runs: The action mask as run lengths, alternating zeros and ones, starting with zeros.
         logprobs: The generator's log-prob of each generated token (mask 1), in order.
         pieces: Each token decoded alone (what the viewer shows).
+        rows: An agent program's episode: each of its rows (its own ``token_ids`` are then empty).
     """
 
     episode_id: str
@@ -48,6 +60,7 @@ class TokenRecord(msgspec.Struct, omit_defaults=True):
     mask_runs: list[int]
     logprobs: list[float] = msgspec.field(default_factory=list)
     pieces: list[str] = msgspec.field(default_factory=list)
+    rows: list[TokenRow] = msgspec.field(default_factory=list)
 
     @property
     def action_mask(self) -> list[int]:
@@ -78,13 +91,27 @@ def mask_from_runs(runs: Sequence[int]) -> list[int]:
 
 def token_record(episode: Any, tokenizer: Any) -> TokenRecord:
     """The record of a played :class:`~agentfly_train.rollout.Episode` (one with a trajectory)."""
-    generated = [round(lp, 4) for lp, bit in zip(episode.logprobs, episode.action_mask) if bit]
+    rows = [token_row(row, tokenizer) for row in episode.rows]
+    own = token_row(episode, tokenizer)
     return TokenRecord(
         episode_id=episode.trajectory.episode_id or "",
-        token_ids=list(episode.token_ids),
-        mask_runs=mask_runs(episode.action_mask),
+        token_ids=own.token_ids,
+        mask_runs=own.mask_runs,
+        logprobs=own.logprobs,
+        pieces=own.pieces,
+        rows=rows,
+    )
+
+
+def token_row(sequence: Any, tokenizer: Any) -> TokenRow:
+    """A token sequence (an episode's own, or a row of an agent program's) as stored."""
+    generated = [round(lp, 4) for lp, bit in zip(sequence.logprobs, sequence.action_mask) if bit]
+    return TokenRow(
+        token_ids=list(sequence.token_ids),
+        mask_runs=mask_runs(sequence.action_mask),
         logprobs=generated,
-        pieces=tokenizer.batch_decode([[t] for t in episode.token_ids], skip_special_tokens=False),
+        pieces=tokenizer.batch_decode([[t] for t in sequence.token_ids], skip_special_tokens=False),
+        mismatch=getattr(sequence, "mismatch", False),
     )
 
 

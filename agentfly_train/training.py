@@ -27,6 +27,11 @@ class Batch:
 
     Column ``j`` of ``action_mask``, ``rollout_logprobs``, ... concerns token ``j + 1`` of ``input_ids``.
     ``finished`` is False for an episode whose env failed (``episode.failure``): the update leaves it out.
+
+    A row is one token sequence: an episode of the env loop is one row; an agent program's episode is as
+    many as the gateway recorded (:attr:`~agentfly_train.rollout.Episode.sequences`), each carrying the
+    episode's reward. ``episode_of`` says whose row each is (episode index in the rollout, non-decreasing),
+    so group baselines are taken over episodes, not rows.
     """
 
     input_ids: torch.Tensor
@@ -36,29 +41,37 @@ class Batch:
     rewards: torch.Tensor
     lengths: torch.Tensor
     finished: torch.Tensor
+    episode_of: torch.Tensor
 
     @classmethod
     def from_episodes(cls, episodes: Sequence[Episode], pad_id: int, device: torch.device) -> Batch:
-        width = max(len(e.token_ids) for e in episodes)
-        ids = torch.full((len(episodes), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(episodes), width), dtype=torch.long)
-        action = torch.zeros((len(episodes), width), dtype=torch.float32)
-        logprobs = torch.zeros((len(episodes), width), dtype=torch.float32)
-        for row, episode in enumerate(episodes):
-            n = len(episode.token_ids)
-            ids[row, :n] = torch.tensor(episode.token_ids)
+        rows = [(index, sequence) for index, e in enumerate(episodes) for sequence in e.sequences]
+        width = max(len(sequence.token_ids) for _, sequence in rows)
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        action = torch.zeros((len(rows), width), dtype=torch.float32)
+        logprobs = torch.zeros((len(rows), width), dtype=torch.float32)
+        for row, (_, sequence) in enumerate(rows):
+            n = len(sequence.token_ids)
+            ids[row, :n] = torch.tensor(sequence.token_ids)
             attention[row, :n] = 1
-            action[row, :n] = torch.tensor(episode.action_mask, dtype=torch.float32)
-            logprobs[row, :n] = torch.tensor(episode.logprobs, dtype=torch.float32)
+            action[row, :n] = torch.tensor(sequence.action_mask, dtype=torch.float32)
+            logprobs[row, :n] = torch.tensor(sequence.logprobs, dtype=torch.float32)
+        owners = [episodes[index] for index, _ in rows]
         return cls(
             input_ids=ids.to(device),
             attention_mask=attention.to(device),
             action_mask=action[:, 1:].to(device),
             rollout_logprobs=logprobs[:, 1:].to(device),
-            rewards=torch.tensor([e.reward for e in episodes], dtype=torch.float32, device=device),
+            rewards=torch.tensor([e.reward for e in owners], dtype=torch.float32, device=device),
             lengths=attention.sum(-1).to(device),
-            finished=torch.tensor([e.failure is None for e in episodes], dtype=torch.bool, device=device),
+            finished=torch.tensor([e.failure is None for e in owners], dtype=torch.bool, device=device),
+            episode_of=torch.tensor([index for index, _ in rows], dtype=torch.long, device=device),
         )
+
+    @property
+    def one_row_per_episode(self) -> bool:
+        return len(self.episode_of) == 0 or int(self.episode_of[-1]) + 1 == len(self.episode_of)
 
     def __len__(self) -> int:
         return len(self.rewards)

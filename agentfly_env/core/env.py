@@ -83,6 +83,8 @@ class AgentEnv(gym.Env[str, str]):
         self.system_prompt: str | None = None
         #: The tools' schemas in OpenAI function format.
         self.tool_schemas: list[dict[str, Any]] = []
+        #: How a final answer is written as an action (``EpisodeStart.answer_format``); empty: as itself.
+        self.answer_format: dict[str, str] = {}
         self._episode_open = False
         self._needs_reset = True
         self._closed = False
@@ -129,6 +131,7 @@ class AgentEnv(gym.Env[str, str]):
             task=info.setdefault("task", {}),
             system_prompt=self.system_prompt,
             tools=[dict(schema) for schema in self.tool_schemas],
+            answer_format=dict(self.answer_format),
         )
         self.trajectory = Trajectory.begin(start)
         self._episode_open = True

@@ -89,6 +89,10 @@ class EpisodeStart(msgspec.Struct, omit_defaults=True):
     task: dict[str, Any] = msgspec.field(default_factory=dict)
     system_prompt: str | None = None
     tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    #: How a final answer is written as an action (:func:`~agentfly_env.tools.tool_env.answer_action` reads it):
+    #: ``{"mode": "tag", "tag": "answer"}``, ``{"mode": "tool", "parser": "hermes"}`` or ``{"mode": "none"}``;
+    #: empty for an env whose action is the answer text itself.
+    answer_format: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class Step(msgspec.Struct, kw_only=True, omit_defaults=True):

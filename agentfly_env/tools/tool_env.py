@@ -85,6 +85,31 @@ class AnswerFormat:
             return self.parser.format_call(ToolCall("finish", {"answer": answer}))
         return f"<{self.tag}>{answer}</{self.tag}>"
 
+    @property
+    def spec(self) -> dict[str, str]:
+        """The format as data, for ``EpisodeStart.answer_format`` (a driver in another process rebuilds it)."""
+        if self.mode == "tool":
+            return {"mode": "tool", "parser": self.parser.name}
+        return {"mode": self.mode, "tag": self.tag}
+
+
+def answer_action(answer_format: dict[str, str], answer: str) -> str | None:
+    """The action that gives ``answer`` as an episode's final answer, from ``EpisodeStart.answer_format``:
+    the answer in the env's tag or ``finish`` call, the answer itself for an env whose action is the answer
+    (an empty format), None for an env that takes no final answer (``answer_mode="none"``).
+
+    Example:
+        >>> answer_action({"mode": "tag", "tag": "answer"}, "42"), answer_action({}, "go north")
+        ('<answer>42</answer>', 'go north')
+    """
+    if not answer_format:
+        return answer
+    mode = answer_format["mode"]
+    if mode == "none":
+        return None
+    parser = get_parser(answer_format.get("parser", "hermes"))
+    return AnswerFormat(mode, answer_format.get("tag", "answer"), parser)(answer)  # type: ignore[arg-type]
+
 
 class ToolEnv(AgentEnv):
     """An env made of tools, a task source and a reward.
@@ -137,6 +162,7 @@ class ToolEnv(AgentEnv):
         super().__init__(**kwargs)
         self.parser = get_parser(parser)
         self.format_answer = AnswerFormat(answer_mode, answer_tag, self.parser)
+        self.answer_format = self.format_answer.spec
         self.tools: dict[str, Tool] = {}
         for item in [*tools, *([finish_tool] if answer_mode == "tool" else [])]:
             if item.name in self.tools:

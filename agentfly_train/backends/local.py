@@ -46,6 +46,7 @@ from agentfly_env.core.recording import TrajectoryWriter
 from agentfly_env.resources.distributed import make_env_pool
 from agentfly_env.resources.files import atomic_path
 from agentfly_train import algorithms
+from agentfly_train.agents import AgentProgram, AgentRollout, gateway_for
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config
 from agentfly_train.generation import build_generator, describe
@@ -53,6 +54,7 @@ from agentfly_train.generation.hf import TransformersGenerator
 from agentfly_train.metrics import (
     MetricsLogger,
     episode_metrics,
+    gateway_metrics,
     per_env_metrics,
     plot_reward_curve,
     read_metrics,
@@ -228,7 +230,13 @@ class LocalTrainer:
         self.generator = build_generator(config, self.policy, tokenizer)
         #: Which generator samples, for the run's log (``vllm (float32)``).
         self.generator_label = describe(self.generator)
-        self.rollout = Rollout(self.envs, self.chat, self.generator, config.rollout)
+        self.rollout: Rollout | AgentRollout
+        if config.agent.program:  # a program of the user's own plays, its calls answered by the gateway
+            gateway = gateway_for(config, self.generator, tokenizer)
+            program = AgentProgram.load(config.agent.program)
+            self.rollout = AgentRollout(self.envs, program, gateway, config.rollout, config.agent)
+        else:
+            self.rollout = Rollout(self.envs, self.chat, self.generator, config.rollout)
         #: The episodes of the last training step, as they were trained on (for reports and soaks).
         self.last_episodes: list[Episode] = []
         # A separate engine (vLLM) samples with its own numerics: score the tokens with the trained model.
@@ -275,6 +283,7 @@ class LocalTrainer:
             **episode_metrics(episodes),
             **sequence_metrics(episodes),
             **{f"rollout_{k}": v for k, v in result.stats.as_dict().items()},
+            **gateway_metrics(episodes),
         }
         if config.env.mix:
             metrics.update(per_env_metrics(episodes))
@@ -303,7 +312,9 @@ class LocalTrainer:
         """Learn from one rollout batch: leave out the episodes that cannot teach, score the rest, estimate their
         advantages, then take ``train.epochs`` passes of mini-batch optimiser steps; return the update's metrics."""
         config = self.config
-        trained = algorithms.trained_episodes(batch.finished, config.rollout.samples_per_prompt, config.estimator)
+        trained = algorithms.trained_episodes(
+            batch.finished, config.rollout.samples_per_prompt, config.estimator, self._rows_of(batch)
+        )
         batch = batch.keeping(trained)
         scores = self._scores(batch)
         advantages = self._advantages(batch, scores, trained)
@@ -373,7 +384,13 @@ class LocalTrainer:
             std_norm=algorithm.advantage_std_norm,
             reward_clip=algorithm.reward_clip,
             included=trained,
+            episode_of=self._rows_of(batch),
         )
+
+    @staticmethod
+    def _rows_of(batch: Batch) -> torch.Tensor | None:
+        """Each row's episode, where an episode has several rows (an agent program's); else None."""
+        return None if batch.one_row_per_episode else batch.episode_of
 
     def _minibatches(self, size: int, epoch: int) -> list[torch.Tensor]:
         """The batch's rows in the order of ``epoch`` (seeded by the step), cut into ``train.mini_batch_size``."""
@@ -493,7 +510,7 @@ class LocalTrainer:
             report["kl"] = float(algorithms.masked_mean(self._kl(batch, scores), mask)) if mask.sum() else 0.0
         if self.recompute_logprobs and mask.sum():
             report["logprob_mismatch"] = float(((scores.old - batch.rollout_logprobs).abs() * mask).max())
-        report["left_out_episodes"] = int((~trained).sum())
+        report["left_out_episodes"] = int((~trained[algorithms.first_rows(batch.episode_of)]).sum())
         return report
 
     # ----------------------------------------------------------------- the loop

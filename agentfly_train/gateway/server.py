@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import secrets
 import socket
@@ -50,6 +51,7 @@ from agentfly_train.gateway.protocol import ChatRequest, RequestError, completio
 from agentfly_train.gateway.recording import EpisodeRecording
 from agentfly_train.gateway.rendering import ChatRenderer, RenderError
 from agentfly_train.gateway.tool_calls import ToolCallText, openai_tool_call
+from agentfly_train.gateway.tools import EpisodeTools
 from agentfly_train.generation import Generation, GenerationRequest, Generator, SamplingParams
 from agentfly_train.generation.scheduler import GenerationScheduler
 
@@ -66,10 +68,15 @@ class GatewaySettings:
         max_new_tokens: Most tokens per completion (a request's ``max_tokens`` may ask for fewer).
         temperature: Used when a request gives none.
         top_p: Used when a request gives none.
+        top_k: Used for every call (0: off); OpenAI's API has no such field.
+        fixed_sampling: Ignore a request's ``temperature``, ``top_p`` and ``seed``: a trainer's gateway samples every
+            call as the run says (the update scores the sampled tokens at the run's temperature, and a group's
+            chains must not share a program's fixed seed).
         parser: How the model writes tool calls (a name :func:`~agentfly_env.tools.parsing.get_parser` knows).
         batch_wait_s: Longest wait for more calls before a partial batch starts (a sync generator).
         max_batch_size: Most calls per generator batch.
-        seed: Seeds the sampling, with the episode key and the call number (when a request gives no seed).
+        seed: Seeds the sampling, with the episode (its key, or the seed it was opened with) and the call number,
+            when a request gives no seed.
     """
 
     model: str = "agentfly-policy"
@@ -77,6 +84,8 @@ class GatewaySettings:
     max_new_tokens: int = 1024
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k: int = 0
+    fixed_sampling: bool = False
     parser: str = "hermes"
     batch_wait_s: float = 0.05
     max_batch_size: int = 64
@@ -85,10 +94,12 @@ class GatewaySettings:
 
 @dataclass(frozen=True)
 class EpisodeEndpoint:
-    """Where one episode's program calls the model: ``openai.OpenAI(base_url=base_url, api_key=key)``."""
+    """Where one episode's program calls the model: ``openai.OpenAI(base_url=base_url, api_key=key)``; and its
+    env's tools over MCP, ``tools_url``, when it was opened with an env that has tools (else None)."""
 
     key: str
     base_url: str
+    tools_url: str | None = None
 
 
 class Gateway:
@@ -112,14 +123,17 @@ class Gateway:
             generator, batch_wait_s=self.settings.batch_wait_s, max_batch_size=self.settings.max_batch_size
         )
         self.episodes: dict[str, EpisodeRecording] = {}
+        self.seeds: dict[str, int] = {}  # an episode's sampling seed, where it was opened with one
         self.closed: set[str] = set()  # to tell a late call "closed" rather than "unknown"
         self.url = ""
+        self.tools = EpisodeTools()
         self.app = Starlette(
             routes=[
                 Route("/episodes/{key}/v1/chat/completions", self._chat_in_path, methods=["POST"]),
                 Route("/episodes/{key}/v1/models", self._models_in_path, methods=["GET"]),
                 Route("/v1/chat/completions", self._chat_by_api_key, methods=["POST"]),
                 Route("/v1/models", self._models_by_api_key, methods=["GET"]),
+                self.tools.route,
             ],
             exception_handlers={HTTPException: _http_error, Exception: _server_error},
         )
@@ -137,6 +151,7 @@ class Gateway:
         self.url = f"http://{host}:{listener.getsockname()[1]}"
         server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False))
         await self._stack.enter_async_context(self.scheduler.running())
+        await self._stack.enter_async_context(self.tools.running())  # uvicorn runs no lifespan: start it here
         serving = asyncio.create_task(server.serve(sockets=[listener]))
         self._stack.push_async_callback(self._shutdown, server, serving, listener)
         while not server.started and not serving.done():
@@ -155,12 +170,26 @@ class Gateway:
         await serving
         listener.close()
 
-    def open_episode(self) -> EpisodeEndpoint:
-        """A new episode: its key (also its API key) and its base URL."""
+    def open_episode(self, *, seed: int | None = None, tools_env: Any = None) -> EpisodeEndpoint:
+        """A new episode: its key (also its API key) and its base URL.
+
+        Args:
+            seed: Seeds its calls' sampling (with each call's number), so a replayed episode samples alike;
+                default: its random key does.
+            tools_env: An in-process env whose open episode this one plays: its tools are served over MCP at
+                the endpoint's ``tools_url`` (None for an env without tools).
+        """
         key = f"ep-{secrets.token_hex(12)}"
         self.episodes[key] = EpisodeRecording()
+        if seed is not None:
+            self.seeds[key] = seed
         self.scheduler.join()
-        return EpisodeEndpoint(key=key, base_url=f"{self.url}/episodes/{key}/v1")
+        tools_path = self.tools.open(key, tools_env) if tools_env is not None else None
+        return EpisodeEndpoint(
+            key=key,
+            base_url=f"{self.url}/episodes/{key}/v1",
+            tools_url=f"{self.url}{tools_path}" if tools_path else None,
+        )
 
     def close_episode(self, key: str) -> EpisodeRecording:
         """End an episode and take its rows and counters; later calls with its key get a 404.
@@ -169,6 +198,8 @@ class Gateway:
             KeyError: No open episode has this key.
         """
         recording = self.episodes.pop(key)
+        self.seeds.pop(key, None)
+        self.tools.close(key)
         self.closed.add(key)
         self.scheduler.leave()
         return recording
@@ -204,7 +235,7 @@ class Gateway:
         recording = self._recording(key)
         body = parse_request(await request.body())
         try:
-            prompt = self.renderer.encode(body.messages, body.tools)
+            prompt = self.renderer.encode(body.messages, body.tools, recording.sampled_turns)
         except RenderError as error:
             raise RequestError(str(error), "messages") from None
         recording.counters.calls += 1
@@ -214,7 +245,12 @@ class Gateway:
             raise self._not_found(key)
         if generation.token_ids:
             recording.record(prompt, generation)
-        message, finish_reason = self._message(generation, body, call)
+        message, finish_reason, turn = self._message(generation, body, call)
+        recording.counters.tool_calls += len(message.get("tool_calls", ()))
+        recording.counters.cut_calls += finish_reason == "length"
+        if turn is not None:  # sent back unchanged, this message is its sampled ids in later prompts
+            text, sampled = turn
+            recording.sampled_turns[text] = sampled
         completion = len(generation.token_ids)
         usage = {
             "prompt_tokens": len(prompt),
@@ -251,31 +287,44 @@ class Gateway:
         room = settings.max_model_len - len(prompt)
         if room <= 0:
             return Generation([], [], "length"), 0.0
+        fixed = settings.fixed_sampling
         params = SamplingParams(
             max_new_tokens=settings.max_new_tokens,
-            temperature=settings.temperature if body.temperature is None else body.temperature,
-            top_p=settings.top_p if body.top_p is None else body.top_p,
+            temperature=settings.temperature if fixed or body.temperature is None else body.temperature,
+            top_p=settings.top_p if fixed or body.top_p is None else body.top_p,
+            top_k=settings.top_k,
             stop=body.stop,
             stop_token_ids=tuple(sorted(self.chat.end_of_turn_ids)),
         )
-        seed = body.seed if body.seed is not None else zlib.crc32(f"{settings.seed}/{key}/{call}".encode())
+        episode = self.seeds.get(key, key)
+        # A trainer's chains must differ: a program's fixed seed would make a group's chains sample alike.
+        seed = (
+            body.seed
+            if body.seed is not None and not fixed
+            else zlib.crc32(f"{settings.seed}/{episode}/{call}".encode())
+        )
         budget = min(body.max_tokens or settings.max_new_tokens, settings.max_new_tokens, room)
         started = time.perf_counter()
         generation = await self.scheduler.generate(GenerationRequest(prompt, budget, seed), params)
         return generation, time.perf_counter() - started
 
-    def _message(self, generation: Generation, body: ChatRequest, call: int) -> tuple[dict[str, Any], str]:
-        """The assistant message and OpenAI's finish reason for a continuation."""
+    def _message(
+        self, generation: Generation, body: ChatRequest, call: int
+    ) -> tuple[dict[str, Any], str, tuple[str, list[int]] | None]:
+        """The assistant message and OpenAI's finish reason for a continuation, and the message's entry for
+        the episode's sampled turns (:meth:`~agentfly_train.gateway.rendering.ChatRenderer.sampled_turn`)."""
         text = self.chat.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
-        if generation.finish_reason == "stop_string":  # OpenAI leaves the stop sequence out
+        cut = generation.finish_reason == "stop_string"
+        if cut:  # OpenAI leaves the stop sequence out, so the text is no longer the sampled ids' text
             text = next((text[: -len(stop)] for stop in body.stop if text.endswith(stop)), text)
         content, calls = self.tool_text.read(text) if body.tools else (text, [])
+        turn = None if cut else self.renderer.sampled_turn(content, calls, generation.token_ids)
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if calls:
             message["tool_calls"] = [openai_tool_call(c, f"call_{call}_{i}") for i, c in enumerate(calls)]
         if generation.finish_reason == "length":
-            return message, "length"
-        return message, "tool_calls" if calls else "stop"
+            return message, "length", turn
+        return message, "tool_calls" if calls else "stop", turn
 
 
 def _api_key(request: Request) -> str:
@@ -333,9 +382,9 @@ class BackgroundGateway:
     def url(self) -> str:
         return self.gateway.url
 
-    def open_episode(self) -> EpisodeEndpoint:
+    def open_episode(self, *, seed: int | None = None, tools_env: Any = None) -> EpisodeEndpoint:
         """:meth:`Gateway.open_episode`, on the gateway's loop."""
-        return self._on_loop(_call(self.gateway.open_episode))
+        return self._on_loop(_call(functools.partial(self.gateway.open_episode, seed=seed, tools_env=tools_env)))
 
     def close_episode(self, key: str) -> EpisodeRecording:
         """:meth:`Gateway.close_episode`, on the gateway's loop."""

@@ -1,0 +1,272 @@
+"""Agent programs as they are (``agentfly_train.agents``): the contract, a batch of episodes through the gateway,
+how a program fails, and how the update takes an episode of several rows.
+
+The model is scripted (:class:`~agentfly_train.generation.scripted.ScriptedGenerator`) where a test checks what
+was recorded; a small random model where the trainer's machinery is under test. The env is the real
+AgentFly/Math-v0 and the program is the real example, ``examples/calculator_agent.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import sys
+import time
+
+import msgspec
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from serving import REPO_ROOT
+from test_train_rollout import tiny_model
+
+from agentfly_env.core.aio import run_sync
+from agentfly_env.resources.distributed import make_env_pool
+from agentfly_train import algorithms
+from agentfly_train.agents import AgentProgram, AgentRollout, AgentTask, gateway_for
+from agentfly_train.backends.local import LocalTrainer
+from agentfly_train.chat import ChatFormat
+from agentfly_train.config import Config, ConfigError
+from agentfly_train.evaluate import evaluate
+from agentfly_train.generation.scripted import ScriptedGenerator
+from agentfly_train.metrics import read_metrics
+from agentfly_train.run_files import METRICS_FILE, TOKENS_FILE
+from agentfly_train.tokens_log import TokenRecord
+
+openai = pytest.importorskip("openai")
+
+sys.path.insert(0, str(REPO_ROOT / "examples"))
+import calculator_agent  # noqa: E402
+
+EXAMPLE = f"{REPO_ROOT}/examples/calculator_agent.py"
+
+
+def calculator_config(out_dir, **agent) -> Config:
+    """The agent-calculator preset, made small."""
+    config = Config.load("agent-calculator")
+    config.out_dir = str(out_dir)
+    config.agent = msgspec.structs.replace(
+        config.agent, **{"program": f"{EXAMPLE}:solve", "expert": f"{EXAMPLE}:expert", "timeout_s": 60.0, **agent}
+    )
+    config.rollout = msgspec.structs.replace(config.rollout, prompts_per_step=2, samples_per_prompt=2)
+    config.eval = msgspec.structs.replace(config.eval, episodes=4, stages=False)
+    config.log = msgspec.structs.replace(config.log, tensorboard=False, plot=False, progress=False)
+    return config
+
+
+@pytest.fixture
+def math_envs():
+    config = Config.load("agent-calculator")
+    envs = make_env_pool(config.env.id, config.env.options, size=4)
+    yield envs
+    run_sync(envs.close())
+
+
+def scripted_rollout(envs, tokenizer, program, tmp_path, **agent) -> AgentRollout:
+    """The program against the example's scripted expert, through a gateway."""
+    config = calculator_config(tmp_path, **agent)
+    gateway = gateway_for(config, ScriptedGenerator(ChatFormat(tokenizer), calculator_agent.expert), tokenizer)
+    return AgentRollout(envs, program, gateway, config.rollout, config.agent)
+
+
+def test_the_example_program_plays_token_exact_episodes_scored_by_the_env(math_envs, tokenizer, tmp_path):
+    seen: list[AgentTask] = []
+
+    def program(task, llm):
+        seen.append(task)
+        return calculator_agent.solve(task, llm)
+
+    result = scripted_rollout(math_envs, tokenizer, AgentProgram(program), tmp_path).run([5, 6], sample_seed=0)
+    assert [(e.group, e.chain) for e in result.episodes] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for episode in result.episodes:
+        answer = episode.trajectory.task["answer"]
+        assert episode.failure is None and episode.success and episode.reward == 1.0
+        assert episode.trajectory.steps[-1].action == f"<answer>{answer}</answer>"  # scored by the env's own reward
+        assert episode.calls.calls == 2 and episode.calls.rows == 1 and episode.calls.prefix_mismatches == 0
+        [row] = episode.rows
+        sampled = tokenizer.decode([t for t, bit in zip(row.token_ids, row.action_mask, strict=True) if bit])
+        assert '"name": "calculate"' in sampled and sampled.endswith(f"{answer}<|im_end|>")
+        assert episode.model_turns == 2 and episode.generated_tokens == sum(row.action_mask)
+        assert episode.tool_calls == episode.calls.tool_calls == 1 and episode.summary.tool_calls == 0
+    # The program gets the task's text and ids, never the gold answer.
+    assert {task.seed for task in seen} == {5, 6} and all(task.tools_url is None for task in seen)
+    assert all(task.prompt.startswith("Calculate ") and "answer" not in task.prompt for task in seen)
+    assert len({task.id for task in seen if task.seed == 5}) == 1  # the chains of a group share the task
+
+
+def test_a_failing_program_fails_its_episode_with_the_reason_and_the_group_goes_on(math_envs, tokenizer, tmp_path):
+    def program(task, llm):
+        return behaviours[task.seed](task, llm)
+
+    def raises(task, llm):
+        raise ValueError("the agent tripped")
+
+    def silent(task, llm):
+        return "42"
+
+    def judge(task, llm):
+        calculator_agent.solve(task, llm)
+        return 0.25
+
+    def wrong_type(task, llm):
+        calculator_agent.solve(task, llm)
+        return ["not", "an", "answer"]
+
+    behaviours = {1: raises, 2: silent, 3: judge, 4: wrong_type}
+    rollout = scripted_rollout(math_envs, tokenizer, AgentProgram(program, "prog"), tmp_path)
+    rollout.config = msgspec.structs.replace(rollout.config, samples_per_prompt=1)
+    episodes = rollout.run([1, 2, 3, 4], sample_seed=0).episodes
+    raised, never_called, judged, returned_list = episodes
+    assert raised.failure == "prog raised ValueError: the agent tripped" and not raised.rows
+    assert never_called.failure == "prog never called the model"
+    assert judged.failure is None and judged.reward == 0.25 and judged.success and len(judged.rows) == 1
+    assert returned_list.failure == "prog returned list; return the answer text or a reward"
+    assert len(returned_list.rows) == 1  # what it sampled is kept (reported), though the episode failed
+
+
+def test_a_program_past_its_time_limit_fails_and_its_late_calls_are_refused(math_envs, tokenizer, tmp_path):
+    late: list[BaseException] = []
+
+    def slow(task, llm):
+        calculator_agent.solve(task, llm)
+        time.sleep(1.5)
+        try:  # the episode has ended: the gateway refuses this (or, the batch over, is gone)
+            calculator_agent.solve(task, llm)
+        except (openai.NotFoundError, openai.APIConnectionError) as error:
+            late.append(error)
+
+    async def slow_async(task, llm):
+        await asyncio.sleep(30)
+
+    for program in (slow, slow_async):
+        rollout = scripted_rollout(math_envs, tokenizer, AgentProgram(program, "slow"), tmp_path, timeout_s=0.5)
+        rollout.config = msgspec.structs.replace(rollout.config, samples_per_prompt=1)
+        [episode] = rollout.run([9], sample_seed=0).episodes
+        assert episode.failure == "slow ran past its time limit of 0.5 s"
+    for _ in range(100):
+        if late:
+            break
+        time.sleep(0.05)
+    assert late  # a clear error, never a hang or an answer
+
+
+def test_loading_programs_names_what_is_wrong(tmp_path):
+    assert AgentProgram.load(f"{EXAMPLE}:solve").function.__name__ == "solve"
+    assert AgentProgram.load("calculator_agent:expert").function is calculator_agent.expert
+    for spec, message in [
+        ("no_colon.py", "write it as PATH.py:FUNC"),
+        (f"{tmp_path}/missing.py:solve", "no file"),
+        (f"{EXAMPLE}:absent", "has no function absent"),
+        ("not_a_module_here:solve", "cannot import not_a_module_here"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            AgentProgram.load(spec)
+    with pytest.raises(ConfigError, match="agent.program"):
+        Config.from_dict({"agent": {"program": f"{tmp_path}/missing.py:solve"}}).validate(check_model=False)
+    with pytest.raises(ConfigError, match="needs agent.expert"):
+        Config.from_dict({"agent": {"program": f"{EXAMPLE}:solve"}, "sft": {"expert_episodes": 2}}).validate(
+            check_model=False
+        )
+
+
+@pytest.mark.filterwarnings("ignore:std")  # a group left with no episode: its baseline is unused
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(st.integers(1, 3), min_size=8, max_size=8),
+    rewards=st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=8, max_size=8),
+    finished=st.lists(st.booleans(), min_size=8, max_size=8),
+    estimator=st.sampled_from(["group_norm", "rloo", "reinforce_baseline", "reinforce"]),
+)
+def test_every_row_of_an_episode_gets_the_episodes_advantage(rows, rewards, finished, estimator):
+    """Group baselines are taken over episodes, however many rows each has: each row's advantage is what its
+    episode's would be as one row."""
+    episode_of = torch.tensor([e for e, count in enumerate(rows) for _ in range(count)])
+    mask = torch.ones(len(episode_of), 3)
+    included = algorithms.trained_episodes(torch.tensor(finished)[episode_of], 4, estimator, episode_of)
+    per_row = algorithms.compute_advantages(
+        torch.tensor(rewards)[episode_of],
+        mask,
+        estimator=estimator,
+        group_size=4,
+        included=included,
+        episode_of=episode_of,
+        std_norm=False,
+    )
+    kept = algorithms.trained_episodes(torch.tensor(finished), 4, estimator)
+    per_episode = algorithms.compute_advantages(
+        torch.tensor(rewards), torch.ones(8, 3), estimator=estimator, group_size=4, included=kept, std_norm=False
+    )
+    assert torch.equal(included, kept[episode_of])
+    # The shaped reward each row carries (before any batch-wide normalisation, which counts tokens).
+    shaped_rows, shaped_episodes = per_row.token_rewards.sum(-1), per_episode.token_rewards.sum(-1)
+    assert torch.allclose(shaped_rows, shaped_episodes[episode_of], atol=1e-6)
+
+
+def test_a_training_step_and_an_evaluation_of_a_program(tokenizer, tmp_path):
+    """The trainer's own loop with a program: its rows are trained on, its calls' counters reach metrics.jsonl,
+    tokens.jsonl holds each row; evaluation plays the program too."""
+    torch.set_num_threads(1)
+    config = calculator_config(tmp_path / "run")
+    config.train = msgspec.structs.replace(config.train, steps=1)
+    config.sft = msgspec.structs.replace(config.sft, expert_episodes=0)
+    config.rollout = msgspec.structs.replace(config.rollout, max_new_tokens=24, generator="transformers")
+    trainer = LocalTrainer(copy.deepcopy(config), model=tiny_model(tokenizer), tokenizer=tokenizer)
+    trainer.fit()
+    [metrics] = read_metrics(tmp_path / "run" / METRICS_FILE)
+    assert metrics["llm_calls_per_episode"] >= 1 and metrics["rows_per_episode"] >= 1
+    assert 0 <= metrics["prefix_mismatch_rate"] <= 1 and metrics["gateway_latency_ms_p50"] > 0
+    assert metrics["generated_tokens_per_episode"] > 0
+    records = [
+        msgspec.json.decode(line, type=TokenRecord)
+        for line in (tmp_path / "run" / TOKENS_FILE).read_bytes().splitlines()
+    ]
+    assert len(records) == 4 and all(record.rows and not record.token_ids for record in records)
+    assert all(sum(r.mask_runs[1::2]) == len(r.logprobs) for record in records for r in record.rows)
+
+    summary = evaluate(config, model=trainer.policy, tokenizer=tokenizer)
+    assert summary["episodes"] == 4 and summary["llm_calls_per_episode"] >= 1
+    assert json.loads((tmp_path / "run" / "eval" / "summary.json").read_text())["episodes"] == 4
+
+
+def test_the_warm_start_learns_from_the_programs_own_episodes_against_its_expert(tokenizer, tmp_path):
+    from agentfly_train.sft import warm_start
+
+    config = calculator_config(tmp_path)
+    config.sft = msgspec.structs.replace(config.sft, expert_episodes=4, batch_size=4)
+    config.rollout = msgspec.structs.replace(config.rollout, generator="transformers")
+    result = warm_start(config, tiny_model(tokenizer), tokenizer)
+    assert result.episodes == 4 and len(result.losses) == 1
+    # Each demonstration's model tokens: the call, then the answer, each closed by <|im_end|>.
+    assert 30 < result.action_tokens / result.episodes < 60
+
+
+def test_a_program_uses_the_envs_own_tools_over_mcp(tokenizer, tmp_path):
+    """``task.tools_url`` serves the episode's env tools: each call is a step of the episode the trainer recorded."""
+    from mcp import Client
+
+    async def program(task, llm):
+        expression = task.prompt.removeprefix("Calculate ").rstrip(".")
+        async with Client(task.tools_url) as tools:
+            listed = [tool.name for tool in (await tools.list_tools()).tools]
+            result = await tools.call_tool("calculator", {"expression": expression})
+        client = openai.AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0)
+        await client.chat.completions.create(model=llm.model, messages=[{"role": "user", "content": task.prompt}])
+        assert listed == ["calculator"]
+        return result.content[0].text
+
+    options = {**Config.load("agent-calculator").env.options, "tools": ["calculator"]}
+    envs = make_env_pool("AgentFly/Math-v0", options, size=2)
+    try:
+        rollout = scripted_rollout(envs, tokenizer, AgentProgram(program, "mcp"), tmp_path, tools=True)
+        rollout.config = msgspec.structs.replace(rollout.config, samples_per_prompt=1)
+        episodes = rollout.run([3, 4], sample_seed=0).episodes
+    finally:
+        run_sync(envs.close())
+    for episode in episodes:
+        assert episode.failure is None and episode.success, episode.failure
+        called, answered = episode.trajectory.steps
+        assert called.tool_calls[0].name == "calculator" and called.observation == episode.trajectory.task["answer"]
+        assert answered.action == f"<answer>{episode.trajectory.task['answer']}</answer>"
+        assert episode.summary.tool_calls == 1 and episode.tool_calls == 0  # the program called it, not the model
