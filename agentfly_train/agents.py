@@ -231,13 +231,7 @@ class AgentRollout:
             await asyncio.gather(
                 *(lease.release(broken=e.failure is not None) for lease, e in zip(leases, playing, strict=True))
             )
-        stats.wall_s = time.perf_counter() - started
-        stats.generated_tokens = sum(e.generated_tokens for e in episodes)
-        stats.env_s = sum(e.env_seconds for e in episodes)
-        for episode in episodes:
-            if episode.trajectory is not None:
-                episode.trajectory.episode_id = f"{episode_id_prefix}{episode.group}-{episode.chain}"
-        return RolloutResult(episodes=episodes, stats=stats)
+        return RolloutResult.of(episodes, stats, started, episode_id_prefix)
 
     async def _episode(
         self, env: EnvHandle, episode: Episode, sample_seed: int, threads: concurrent.futures.Executor

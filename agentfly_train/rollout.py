@@ -287,6 +287,18 @@ class RolloutResult:
     episodes: list[Episode]
     stats: RolloutStats
 
+    @classmethod
+    def of(cls, episodes: list[Episode], stats: RolloutStats, started: float, episode_id_prefix: str) -> RolloutResult:
+        """A played batch: its timing completed (from ``started``, a ``perf_counter`` reading) and each trajectory
+        named ``{episode_id_prefix}{group}-{chain}``."""
+        stats.wall_s = time.perf_counter() - started
+        stats.generated_tokens = sum(e.generated_tokens for e in episodes)
+        stats.env_s = sum(e.env_seconds for e in episodes)
+        for episode in episodes:
+            if episode.trajectory is not None:
+                episode.trajectory.episode_id = f"{episode_id_prefix}{episode.group}-{episode.chain}"
+        return cls(episodes=episodes, stats=stats)
+
 
 async def reset_episode(env: EnvHandle, stats: EpisodeStats, seed: int | None) -> EpisodeStart | None:
     """Start an episode on a leased env; its opening record begins ``stats.trajectory``.
@@ -416,13 +428,7 @@ class Rollout:
                     for lease, e in zip(leases, playing, strict=True)
                 )
             )
-        stats.wall_s = time.perf_counter() - started
-        stats.generated_tokens = sum(e.generated_tokens for e in episodes)
-        stats.env_s = sum(e.env_seconds for e in episodes)
-        for episode in episodes:
-            if episode.trajectory is not None:
-                episode.trajectory.episode_id = f"{episode_id_prefix}{episode.group}-{episode.chain}"
-        return RolloutResult(episodes=episodes, stats=stats)
+        return RolloutResult.of(episodes, stats, started, episode_id_prefix)
 
     # ----------------------------------------------------------------- one episode's steps
 

@@ -11,17 +11,23 @@ gets from that command.
 - ``search``: ``search``: 1-hop questions of the generated encyclopedia with ``retrieve`` (Search-v0).
 - ``webshop``: ``webshop``: WebShop in text mode on its easy goal set (goals without options, three products
   per results page): search the instruction, open a product, buy it (WebShop-v0, WebShop's own reward).
+- ``math-agent``: ``agent-calculator``: the same multiplication tasks played by an agent program of a user's
+  own (``examples/calculator_agent.py``: ``openai`` only, its own prompt and tool) through the token-exact
+  gateway; its warm start is the program played against a scripted model. With ``math`` in the same run,
+  the suite compares a GRPO step of the program with one of the env loop (same task, batch and algorithm):
+  median step, rollout and update seconds and their ratio (issue 24's target: within 1.2x).
 
 Writes one run directory per env and a plot with a reward curve per env under ``out_dir``. ``--quick`` shrinks
 every budget to a smoke run (one step, a few tasks): it shows the plumbing, not learning.
 
 Example:
     >>> sorted(PRESETS)
-    ['math', 'search', 'webshop']
+    ['math', 'math-agent', 'search', 'webshop']
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,10 +36,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-DESCRIPTION = "learning: base vs warm start vs RL held-out success per env (the Math, Search and WebShop presets)"
+DESCRIPTION = (
+    "learning: base vs warm start vs RL held-out success per env (the Math, Search and WebShop presets, and an "
+    "agent program on Math), and a GRPO step of the agent program vs the env loop"
+)
 
 #: Env family -> the training preset it runs.
-PRESETS = {"math": "calculator", "search": "search", "webshop": "webshop"}
+PRESETS = {"math": "calculator", "search": "search", "webshop": "webshop", "math-agent": "agent-calculator"}
+#: The agent program's row and the env loop's on the same task, whose GRPO steps are compared.
+STEP_COMPARISON = ("math-agent", "math")
 STAGES = ("base", "warm start", "rl")
 
 
@@ -43,7 +54,19 @@ def run(quick: bool, envs: Sequence[str] = tuple(PRESETS), out_dir: str = "bench
     if unknown:
         raise ValueError(f"unknown envs {unknown}; choose from {sorted(PRESETS)}")
     rows = {name: _train(name, Path(out_dir) / name, quick) for name in envs}
-    return {"quick": quick, "envs": rows, "plot": str(_plot(rows, Path(out_dir) / "learning.png"))}
+    results: dict[str, Any] = {"quick": quick, "envs": rows, "plot": str(_plot(rows, Path(out_dir) / "learning.png"))}
+    if all(name in rows for name in STEP_COMPARISON):
+        results["step_comparison"] = _step_comparison(*(rows[name] for name in STEP_COMPARISON))
+    return results
+
+
+def _step_comparison(agent: dict[str, Any], env_loop: dict[str, Any]) -> dict[str, Any]:
+    """Median seconds of the RL steps' parts, the agent program's and the env loop's, and their ratios."""
+    out: dict[str, Any] = {}
+    for part in ("step_s", "rollout_s", "update_s"):
+        ours, theirs = statistics.median(agent[part]), statistics.median(env_loop[part])
+        out[part] = {"agent": ours, "env_loop": theirs, "ratio": ours / theirs}
+    return out
 
 
 def _train(name: str, run_dir: Path, quick: bool) -> dict[str, Any]:
@@ -70,6 +93,8 @@ def _train(name: str, run_dir: Path, quick: bool) -> dict[str, Any]:
         "stages": summary["stages"],
         "rewards": [r["reward_mean"] for r in records],
         "step_s": [r["step_s"] for r in records],
+        "rollout_s": [r["rollout_wall_s"] for r in records],
+        "update_s": [r["update_s"] for r in records],
         "wall_s": wall_s,
         "run_dir": str(run_dir),
     }
@@ -121,3 +146,14 @@ def render(results: dict[str, Any], console: Console) -> None:
     for name, row in results["envs"].items():
         console.print(f"{name}: {row['env']}, {row['algo']}, {row['eval_episodes']} held-out tasks per stage")
     console.print(f"reward curves: {results['plot']}")
+    comparison = results.get("step_comparison")
+    if comparison:
+        agent, env_loop = STEP_COMPARISON
+        steps = Table(title=f"A GRPO step, median: the agent program ({agent}) vs the env loop ({env_loop})")
+        for column in ("part", agent, env_loop, "ratio"):
+            steps.add_column(column, justify="left" if column == "part" else "right")
+        for part, row in comparison.items():
+            steps.add_row(
+                part.removesuffix("_s"), f"{row['agent']:.1f} s", f"{row['env_loop']:.1f} s", f"{row['ratio']:.2f}x"
+            )
+        console.print(steps)

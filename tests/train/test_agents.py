@@ -152,6 +152,14 @@ def test_a_program_past_its_time_limit_fails_and_its_late_calls_are_refused(math
     assert late  # a clear error, never a hang or an answer
 
 
+def test_the_agent_flag_names_the_program_for_train_and_eval():
+    from agentfly_train.cli import build_parser, resolve_config
+
+    for command, argv in [("train", ["--agent", f"{EXAMPLE}:solve"]), ("eval", ["--agent", f"{EXAMPLE}:solve"])]:
+        config = resolve_config(build_parser(command).parse_args(argv))
+        assert config.agent.program == f"{EXAMPLE}:solve"
+
+
 def test_loading_programs_names_what_is_wrong(tmp_path):
     assert AgentProgram.load(f"{EXAMPLE}:solve").function.__name__ == "solve"
     assert AgentProgram.load("calculator_agent:expert").function is calculator_agent.expert
