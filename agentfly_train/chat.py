@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -62,6 +63,8 @@ class ChatFormat:
             raise ChatTemplateError("the tokenizer has no chat template; pick an instruct/chat model")
         self.tokenizer = tokenizer
         self.observation_role = observation_role
+        # Each text tokenized once: a system prompt, a tool list and the template's pieces recur in every call.
+        self._tokenized = functools.lru_cache(maxsize=4096)(self._tokenize)
         user, answer, observation = _SENTINELS[:3]
         head = self._render([{"role": "user", "content": user}, {"role": "assistant", "content": answer}], False)
         try:
@@ -169,12 +172,16 @@ class ChatFormat:
 
     def content_ids(self, text: str) -> list[int]:
         """A message content as plain text tokens (special-looking text is not turned into special tokens)."""
-        return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+        return list(self._tokenized(text, True))
 
     def template_ids(self, text: str) -> list[int]:
         """Text tokenized as template text: special-token strings become their ids (as OpenRLHF's agent
         loop tokenizes an env's feedback)."""
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
+        return list(self._tokenized(text, False)) if text else []
+
+    def _tokenize(self, text: str, split_special_tokens: bool) -> tuple[int, ...]:
+        ids = self.tokenizer(text, add_special_tokens=False, split_special_tokens=split_special_tokens)["input_ids"]
+        return tuple(ids)
 
     def _render(self, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)

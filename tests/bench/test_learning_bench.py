@@ -35,7 +35,9 @@ def test_the_suite_runs_a_preset_through_its_three_stages(tmp_path, smollm2_dir,
 
 
 def test_an_unknown_env_is_refused_with_the_choices():
-    with pytest.raises(ValueError, match=r"unknown envs \['chess'\]; choose from \['math', 'search', 'webshop'\]"):
+    with pytest.raises(
+        ValueError, match=r"unknown envs \['chess'\]; choose from \['math', 'math-agent', 'search', 'webshop'\]"
+    ):
         learning.run(quick=True, envs=["chess"])
 
 

@@ -92,7 +92,7 @@ async def test_tool_calls_are_turns_of_the_episode_the_reset_opened_and_end_with
         }
 
         calculated = await client.call_tool(calculate.name, calculate.arguments)
-        assert not calculated.is_error and calculated.content[0].text == expected[0][0] == "2"
+        assert not calculated.is_error and calculated.content[0].text == expected[0][0] == env.task["answer"]
         assert env.trajectory is opened and env.turn == len(opened.steps) == 1
         assert opened.steps[0].action == env.parser.format_call(calculate)
 
