@@ -252,7 +252,7 @@ async def gather(*coroutines: Coroutine[Any, Any, Any]) -> list[Any]:
     return [task.result() for task in tasks]
 
 
-def _is_coroutine_function(function: Callable[..., Any]) -> bool:
+def is_coroutine_function(function: Callable[..., Any]) -> bool:
     """``inspect.iscoroutinefunction``, answered from the code flags for plain functions and methods."""
     inner = function.__func__ if type(function) is MethodType else function
     if type(inner) is FunctionType and "_is_coroutine_marker" not in inner.__dict__:
@@ -266,7 +266,7 @@ async def call_function(function: Callable[..., Any], kwargs: Mapping[str, Any],
     ``blocking`` sends a sync function to a worker thread, for slow calls that must not hold up the
     event loop; a quick sync function is called inline, which costs nothing.
     """
-    if _is_coroutine_function(function):
+    if is_coroutine_function(function):
         return await function(**kwargs)
     if blocking:
         return await asyncio.to_thread(function, **kwargs)

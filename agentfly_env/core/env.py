@@ -17,6 +17,13 @@ A subclass implements :meth:`AgentEnv._reset` and :meth:`AgentEnv._step` (async)
 record is made once, by the env, and passed on as it is: drivers, the server and ``Remote-v0`` read it,
 none rebuilds it.
 
+The task is read-only (:mod:`agentfly_env.core.readonly`): ``info["start"].task`` and ``trajectory.task``
+are the task source's own object, shared with other episodes of the same task, and ``info["task"]`` is a
+read-only copy of it (Gymnasium's env checker requires that no dict be shared by two calls' infos);
+changing either raises ``TypeError``; ``dict(info["task"])`` or ``copy.deepcopy(info["task"])`` is a copy
+to change. A task source's frozen tasks pass through; a mutable task an env returns from ``_reset`` is
+frozen as a copy (the env keeps its own).
+
 Example:
     >>> class Echo(AgentEnv):
     ...     async def _reset(self, seed, options):
@@ -38,9 +45,12 @@ from typing import Any
 import gymnasium as gym
 
 from agentfly_env.core.aio import run_sync
+from agentfly_env.core.readonly import ReadOnlyDict, read_only, read_only_copy
 from agentfly_env.core.spaces import TextSpace
 from agentfly_env.core.text import truncate_text
 from agentfly_env.core.types import EpisodeStart, Step, Trajectory
+
+_NO_TASK = ReadOnlyDict()
 
 
 class EnvStateError(RuntimeError):
@@ -120,15 +130,18 @@ class AgentEnv(gym.Env[str, str]):
         if self._closed:
             raise EnvStateError(f"{self.env_id}: reset() after close()")
         super().reset(seed=seed)
-        await self._finish_episode()
+        if self._episode_open:
+            await self._finish_episode()
         self.turn = 0
         observation, info = await self._reset(seed, dict(options or {}))
         observation = truncate_text(observation, self.max_observation_chars)
+        task = read_only(info.get("task", _NO_TASK))
+        info["task"] = read_only_copy(task)  # Gymnasium's checker: no dict shared by two calls' infos
         start = EpisodeStart(
             env_id=self.env_id,
             observation=observation,
             seed=seed,
-            task=info.setdefault("task", {}),
+            task=task,
             system_prompt=self.system_prompt,
             tools=[dict(schema) for schema in self.tool_schemas],
             answer_format=dict(self.answer_format),

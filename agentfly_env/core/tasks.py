@@ -3,11 +3,24 @@
 A task is a dict with at least ``prompt`` (the first observation the model reads) and ``id``; any other
 fields (``answer``, ``tests``, ...) are free and are injected into rewards by name.
 
+Tasks are read-only and shared (:func:`~agentfly_env.core.readonly.read_only`): a source freezes each once,
+and the env puts that same object in ``info["task"]``, ``EpisodeStart.task`` and the trajectory, with no
+copy per episode. Changing one raises ``TypeError``; ``dict(task)`` or ``copy.deepcopy(task)`` is yours to
+change.
+
+A seed picks the same task on every machine: :meth:`TaskSource.sample` draws the index with
+``rng.integers`` on the env's generator (``env.np_random``, numpy's PCG64, which Gymnasium seeds from the
+reset seed).
+
 Example:
     >>> import numpy as np
-    >>> tasks = ListTasks([{"id": "t0", "prompt": "2+2?", "answer": "4"}])
-    >>> tasks.sample(np.random.default_rng(0))["answer"]
-    '4'
+    >>> tasks = ListTasks([{"prompt": f"{n}+{n}?", "answer": str(2 * n)} for n in range(100)])
+    >>> [tasks.sample(np.random.default_rng(seed))["id"] for seed in range(4)]
+    ['85', '47', '83', '81']
+    >>> tasks[0]["answer"] = "1"
+    Traceback (most recent call last):
+    ...
+    TypeError: this ReadOnlyDict is read-only (a task is shared by the env, its records and other episodes); change a copy: dict(task), or copy.deepcopy(task) for nested data
 """
 
 from __future__ import annotations
@@ -20,6 +33,15 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from agentfly_env.core.readonly import read_only
+
+#: The task fields that give its solution away, in every env: the gold answer (Math's ``answer``, Search's
+#: ``golden_answers``), a reference program and the hidden tests (Code's ``solution``, ``tests``), the target
+#: product (WebShop's ``goal``), and how the answer was made (``metadata``: Math's expression, Search's hops;
+#: ALFWorld's ``pddl_params``). The env's reward reads them; ``agentfly-serve`` keeps them on the server
+#: unless started with ``--send-gold``. A task that holds its solution in another field names it here.
+GOLD_FIELDS = frozenset({"answer", "golden_answers", "solution", "tests", "goal", "metadata", "pddl_params"})
+
 
 class TaskSource(abc.ABC):
     """An indexable collection of tasks; envs draw from it with their seeded generator."""
@@ -28,7 +50,9 @@ class TaskSource(abc.ABC):
     def __len__(self) -> int: ...
 
     @abc.abstractmethod
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        """The task at ``index``: read-only (:func:`~agentfly_env.core.readonly.read_only`) where the source
+        shares its tasks between episodes, as the sources here do."""
 
     def sample(self, rng: np.random.Generator) -> dict[str, Any]:
         """A task drawn uniformly with ``rng`` (the env's seeded generator)."""
@@ -37,10 +61,9 @@ class TaskSource(abc.ABC):
     def select(self, options: Mapping[str, Any], rng: np.random.Generator) -> dict[str, Any]:
         """The task that reset ``options`` ask for: ``{"task": {...}}``, ``{"task_index": i}``, or a sample."""
         if "task" in options:
-            task = dict(options["task"])
-            if "prompt" not in task:
+            if "prompt" not in options["task"]:
                 raise ValueError("options['task'] must have a 'prompt' field")
-            return task
+            return read_only(options["task"])  # a frozen copy: the caller's dict stays theirs
         if "task_index" in options:
             index = int(options["task_index"])
             if not 0 <= index < len(self):
@@ -50,7 +73,7 @@ class TaskSource(abc.ABC):
 
 
 class ListTasks(TaskSource):
-    """Tasks held in memory.
+    """Tasks held in memory, read-only (each is frozen once and shared by the episodes that draw it).
 
     Args:
         tasks: Task dicts, each with at least a ``prompt``; a missing ``id`` becomes its index.
@@ -61,7 +84,7 @@ class ListTasks(TaskSource):
         for index, task in enumerate(tasks):
             if "prompt" not in task:
                 raise ValueError(f"task {index} has no 'prompt' field: {dict(task)!r:.200}")
-            self.tasks.append({"id": str(index), **task})
+            self.tasks.append(read_only({"id": str(index), **task}))
         if not self.tasks:
             raise ValueError("a task source needs at least one task")
 
@@ -69,7 +92,7 @@ class ListTasks(TaskSource):
         return len(self.tasks)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        return dict(self.tasks[index])  # a copy: callers may keep or change it
+        return self.tasks[index]
 
 
 def load_jsonl_tasks(path: str | Path) -> ListTasks:

@@ -368,6 +368,11 @@ class HermesParser(Parser):
         super().__init__(max_calls=max_calls, max_errors=max_errors)
         self.accept_unclosed = accept_unclosed
 
+    def parse(self, text: str) -> ParseResult:
+        if "tool_call>" not in text:  # no tag, open or closed: nothing to scan (a final answer)
+            return ParseResult()
+        return super().parse(text)
+
     def _scan(self, text: str, found: _Findings) -> None:
         body_start: int | None = None  # just after the open tag of the current block
         for tag in self._TAG.finditer(text):

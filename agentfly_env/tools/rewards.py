@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from agentfly_env.core.aio import call_function
+from agentfly_env.core.aio import call_function, is_coroutine_function
 
 
 class RewardResult(msgspec.Struct, omit_defaults=True):
@@ -53,6 +53,7 @@ class Reward:
         self.function = function
         self.name = name or function.__name__
         self.blocking = blocking
+        self._inline = not blocking and not is_coroutine_function(function)  # called as it is, no await
         signature = inspect.signature(function)
         self.accepts_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
         self.parameters = [
@@ -86,6 +87,8 @@ class Reward:
                     f"available: {sorted(context)}"
                 )
             kwargs = {name: context[name] for name in self.parameters if name in context}
+        if self._inline:  # the common case (a quick sync scorer), without call_function's frame
+            return self._as_result(self.function(**kwargs))
         return self._as_result(await call_function(self.function, kwargs, blocking=self.blocking))
 
     def _as_result(self, value: Any) -> RewardResult:

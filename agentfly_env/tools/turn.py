@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from agentfly_env.tools.rewards import RewardResult
@@ -45,7 +44,7 @@ class TurnReport:
         self.ends = False
         self.result: RewardResult | None = None
         self.truncation_reason: str | None = None
-        self.errors: Counter[str] = Counter()
+        self.errors: dict[str, int] = {}
         self.info: dict[str, Any] = {}
 
     def end_episode(self, result: RewardResult | None = None) -> None:
@@ -65,4 +64,4 @@ class TurnReport:
 
     def count_error(self, kind: str, count: int = 1) -> None:
         """Count an error of this turn (``info["step"].errors[kind]``)."""
-        self.errors[kind] += count
+        self.errors[kind] = self.errors.get(kind, 0) + count

@@ -11,15 +11,25 @@ Example:
     >>> obs, info = env.reset(seed=3)
     >>> sorted(tool["function"]["name"] for tool in info["tools"])
     ['calculator']
+
+A seed gives the same task on every machine (with this reasoning-gym): it picks the split's index with
+``rng.integers`` on the env's PCG64 generator (:meth:`~agentfly_env.core.tasks.TaskSource.sample`), and the split's
+own seed generates the item. Tasks are read-only and shared between episodes
+(:mod:`agentfly_env.core.readonly`):
+
+    >>> env.reset(seed=0)[1]["task"]["id"]
+    'basic_arithmetic/8506'
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from agentfly_env.core.readonly import read_only
 from agentfly_env.core.tasks import TaskSource
 from agentfly_env.core.types import ToolCall
 from agentfly_env.extras import requires_extra
@@ -32,7 +42,6 @@ from agentfly_envs.math.calculator import CalculatorError, evaluate
 with requires_extra("math", "reasoning_gym", feature="AgentFly/Math-v0"):
     import reasoning_gym
     from reasoning_gym.factory import CURRICULA, DATASETS
-    from reasoning_gym.utils import extract_answer
 
 __all__ = ["MathEnv", "ReasoningGymTasks", "calculator", "dataset_names"]
 
@@ -44,11 +53,11 @@ SYSTEM_PROMPT = (
 #: Seeds of the two splits are far apart, so train and eval tasks never coincide by accident.
 SPLIT_SEED_OFFSET = {"train": 0, "eval": 1_000_003}
 
-#: Generated items are kept, up to this many per dataset configuration (a default split whole), in
-#: one cache shared by every task source with that configuration: the envs of a vector, or of a
-#: pool, generate each item once between them.
-ENTRY_CACHE_SIZE = 16_384
-_entry_caches: weakref.WeakValueDictionary[str, Callable[[int], dict[str, Any]]] = weakref.WeakValueDictionary()
+#: Tasks made from generated items are kept, up to this many per dataset configuration (a default split
+#: whole), in one cache shared by every task source with that configuration: the envs of a vector, or of
+#: a pool, generate each item once between them, and share the read-only task made from it.
+TASK_CACHE_SIZE = 16_384
+_task_caches: weakref.WeakValueDictionary[str, Callable[[int], dict[str, Any]]] = weakref.WeakValueDictionary()
 
 
 @tool(examples=[{"expression": "12 * (3 + 4)"}, {"expression": "2**10 - 1"}, {"expression": "sqrt(144) / 3"}])
@@ -112,25 +121,31 @@ class ReasoningGymTasks(TaskSource):
         if hasattr(dataset_config, "validate"):
             dataset_config.validate()
         self.dataset = dataset_class(config=dataset_config)
-        # Items are generated on demand and some generators take tens of ms each: keep them. The same
-        # configuration generates the same items, so sources that share it share the cache.
+        # Items are generated on demand and some generators take tens of ms each: keep the tasks made of
+        # them. The same configuration generates the same items, so sources that share it share the cache.
         key = f"{dataset}:{dataset_config!r}"
-        self._entry = _entry_caches.get(key)
-        if self._entry is None:
-            self._entry = _entry_caches[key] = functools.lru_cache(maxsize=ENTRY_CACHE_SIZE)(self.dataset.__getitem__)
+        self._task = _task_caches.get(key)
+        if self._task is None:
+            self._task = _task_caches[key] = functools.lru_cache(maxsize=TASK_CACHE_SIZE)(self._make_task)
 
     def __len__(self) -> int:
         return len(self.dataset)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        entry = self._entry(index)
-        return {
-            "id": f"{self.dataset_name}/{index}",
-            "prompt": entry["question"],
-            "answer": entry["answer"],
-            "metadata": entry.get("metadata", {}),
-            "dataset": self.dataset_name,
-        }
+        """The task of item ``index``, read-only and shared (see :mod:`agentfly_env.core.readonly`)."""
+        return self._task(index)
+
+    def _make_task(self, index: int) -> dict[str, Any]:
+        entry = self.dataset[index]
+        return read_only(
+            {
+                "id": f"{self.dataset_name}/{index}",
+                "prompt": entry["question"],
+                "answer": entry["answer"],
+                "metadata": entry.get("metadata", {}),
+                "dataset": self.dataset_name,
+            }
+        )
 
     def score(self, prediction: str | None, task: dict[str, Any]) -> float:
         """The dataset's own scorer on a final answer."""
@@ -189,12 +204,16 @@ class MathEnv(ToolEnv):
             reward=reward(self._score, name="reasoning_gym"),
             **kwargs,
         )
+        tag = re.escape(self.answer_tag)
+        self._last_answer_pattern = re.compile(rf"<{tag}>\s?(.*?)\s?</{tag}>", re.DOTALL)  # extract_answer's
 
     def find_answer(self, action: str, calls: Sequence[ToolCall]) -> str | None:
-        """The turn's final answer as reasoning-gym reads one, with its own ``extract_answer``: of several
-        ``<answer>`` tags in a turn, the last counts (ToolEnv's default takes the first)."""
+        """The turn's final answer as reasoning-gym's ``extract_answer`` reads one (its pattern, compiled
+        once here; a test holds the two equal): of several ``<answer>`` tags in a turn, the last counts
+        (ToolEnv's default takes the first)."""
         if self.answer_mode == "tag":
-            return extract_answer(action, tag_name=self.answer_tag)
+            found = self._last_answer_pattern.findall(action)
+            return found[-1].strip() if found else None
         return super().find_answer(action, calls)
 
     def _score(self, prediction: str | None, task: dict[str, Any]) -> RewardResult:

@@ -129,7 +129,7 @@ def test_bad_options_are_clear():
 
 def test_sources_with_one_configuration_share_their_generated_items():
     first, second = ReasoningGymTasks("chain_sum", size=30), ReasoningGymTasks("chain_sum", size=30)
-    assert first._entry is second._entry  # the envs of a vector generate each item once between them
+    assert first._task is second._task  # the envs of a vector generate each item once between them
     assert [first[i] for i in range(30)] == [second[i] for i in range(30)]
     others = [
         ReasoningGymTasks("chain_sum", size=31),
@@ -138,5 +138,39 @@ def test_sources_with_one_configuration_share_their_generated_items():
         ReasoningGymTasks("chain_sum", size=30, config={"max_terms": 3}),
         ReasoningGymTasks("basic_arithmetic", size=30),
     ]
-    assert all(other._entry is not first._entry for other in others)
-    assert len({id(other._entry) for other in others}) == len(others)
+    assert all(other._task is not first._task for other in others)
+    assert len({id(other._task) for other in others}) == len(others)
+
+
+def test_a_seed_gives_the_same_task_everywhere():
+    """Pinned: the seed picks the index (``rng.integers`` on the env's PCG64; see agentfly_env.core.tasks), the
+    split's seed the item (reasoning-gym's generator)."""
+    env = gym.make("AgentFly/Math-v0", dataset="chain_sum")
+    drawn = [(info["task"]["id"], info["task"]["answer"]) for info in (env.reset(seed=seed)[1] for seed in range(5))]
+    assert drawn == [
+        ("chain_sum/8506", "-744"), ("chain_sum/4731", "-7"), ("chain_sum/8375", "-132"),
+        ("chain_sum/8115", "105"), ("chain_sum/7264", "1153"),
+    ]  # fmt: skip
+    env.close()
+
+
+def test_tasks_are_shared_read_only_and_score_as_before():
+    env = gym.make("AgentFly/Math-v0", dataset="chain_sum")
+    _, info = env.reset(seed=0)
+    assert info["start"].task is env.unwrapped.task_source[8506]  # the cached task itself: no copy per episode
+    with pytest.raises(TypeError, match="read-only"):
+        info["task"]["metadata"]["expression"] = "1 + 1"
+    assert env.step(f"<answer>{info['task']['answer']}</answer>")[1] == 1.0
+    env.close()
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["<answer>", "</answer>", " ", "\n", "42", "x", "<", ">", "answer"]), max_size=12))
+def test_the_final_answer_is_read_as_reasoning_gyms_extract_answer_reads_it(pieces):
+    from reasoning_gym.utils import extract_answer
+
+    text = "".join(pieces)
+    assert MATH.find_answer(text, []) == extract_answer(text, tag_name="answer")
+
+
+MATH = MathEnv("chain_sum", size=10)
