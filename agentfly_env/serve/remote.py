@@ -9,6 +9,10 @@ the served env's id. So the trainer, the bench and the viewer take it as they ta
 pool of them is a pool of sessions). JSON has no tuples: a tuple in the server env's ``info`` comes
 back as a list.
 
+The task comes without its gold fields (:data:`~agentfly_env.core.tasks.GOLD_FIELDS`: the answer, hidden
+tests, ...) unless the server was started with ``--send-gold``: the reward is the served env's, computed on
+the server, so training needs none of them here (the trainer reads the task's ``id``).
+
 Against another OpenEnv server, the action goes out as ``{action_field: text}`` (``"message"`` by
 default, OpenEnv's text-env field), the observation's ``text`` field (or the whole observation as
 JSON, when it has none) is the observation, ``done`` is ``terminated``, and ``info["observation"]``
@@ -157,6 +161,7 @@ class RemoteEnv(AgentEnv):
         self.env_id = start.env_id
         self.system_prompt = start.system_prompt
         self.tool_schemas = start.tools
+        self.answer_format = start.answer_format
         info = {key: value for key, value in wire_info.items() if key not in _RESET_KEYS}
         info["task"] = start.task
         return start.observation, info

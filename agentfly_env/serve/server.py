@@ -33,6 +33,11 @@ stopping), its env goes back to the pool, reset by the next lease; an env that r
 than a usage error is destroyed instead of reused.
 
 With ``token`` set, every route but ``/health`` needs ``Authorization: Bearer <token>``.
+
+The task's gold fields (:data:`~agentfly_env.core.tasks.GOLD_FIELDS`: its answer, hidden tests, target...) stay
+on the server: a reset's ``info["task"]`` and ``info["start"].task`` go out without them, since a client may
+hand the observation and its info to the agent it trains. The reward is the served env's, computed here, so
+a trainer needs none; one that does starts the server with ``send_gold`` (``agentfly-serve --send-gold``).
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ import msgspec
 from gymnasium.envs.registration import load_env_creator
 
 from agentfly_env.core.env import AgentEnv, EnvStateError
+from agentfly_env.core.tasks import GOLD_FIELDS
+from agentfly_env.core.types import EpisodeStart
 from agentfly_env.extras import requires_extra
 from agentfly_env.resources.distributed import make_env_pool
 from agentfly_env.resources.pool import PoolClosedError, PoolTimeoutError, ResourcePool
@@ -116,6 +123,11 @@ class ServeConfig:
         max_message_bytes: Largest client frame (and HTTP body); a larger frame closes the session.
         send_timeout_s: A client that does not take an answer within this long is dropped.
         token: Bearer token every route but ``/health`` requires (None: none).
+        send_gold: Send the task's gold fields (:data:`~agentfly_env.core.tasks.GOLD_FIELDS`) with each reset;
+            by default they stay on the server.
+        compression: Accept WebSocket per-message deflate from the clients that offer it (Remote-v0 and
+            OpenEnv's client do). Off by default: frames are small JSON, and each compressed session holds
+            about 40 KiB of zlib state on the server and spends CPU on every frame.
     """
 
     max_sessions: int = 256
@@ -125,6 +137,8 @@ class ServeConfig:
     max_message_bytes: int = 1 << 20
     send_timeout_s: float = 30.0
     token: str | None = None
+    send_gold: bool = False
+    compression: bool = False
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1 or self.max_queue < 0 or self.max_message_bytes < 1:
@@ -163,7 +177,7 @@ class SessionManager:
             raise self._capacity_error(str(error)) from None
         except Exception as error:
             raise ProtocolError(ErrorCode.FACTORY_ERROR, f"the env could not be made: {error!r}") from error
-        session = _Session(lease.resource)
+        session = _Session(lease.resource, send_gold=self.config.send_gold)
         self.active += 1
         self.opened += 1
         try:
@@ -195,8 +209,9 @@ class SessionManager:
 class _Session:
     """One env's episode stream: what the protocol's messages do to it."""
 
-    def __init__(self, env: AgentEnv) -> None:
+    def __init__(self, env: AgentEnv, *, send_gold: bool = False) -> None:
         self.env = env
+        self.send_gold = send_gold
         self.episode_id: str | None = None
         self.broken = False
         self.last_used = time.monotonic()  # the end of the last call into the env
@@ -213,7 +228,7 @@ class _Session:
     async def reset(self, request: ResetRequest) -> dict[str, Any]:
         observation, info = await self._call(self.env.areset(seed=request.seed, options=request.options))
         self.episode_id = request.episode_id or uuid.uuid4().hex
-        return observation_frame(observation, None, False, False, info)
+        return observation_frame(observation, None, False, False, info if self.send_gold else _without_gold(info))
 
     async def step(self, request: StepRequest) -> dict[str, Any]:
         observation, reward, terminated, truncated, info = await self._call(self.env.astep(request.action.message))
@@ -246,6 +261,19 @@ class _Session:
             self.broken = True
             logger.exception("%s failed", self.env.env_id)
             raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"the env failed: {error!r}") from None
+
+
+def _without_gold(info: dict[str, Any]) -> dict[str, Any]:
+    """A reset's ``info`` with its task (and the start record's, the same dict) stripped of the gold fields;
+    ``info`` itself, which the env may hold on to, is left as it is."""
+    task = info.get("task")
+    if not isinstance(task, Mapping) or GOLD_FIELDS.isdisjoint(task):
+        return info
+    shown = {key: value for key, value in task.items() if key not in GOLD_FIELDS}
+    start = info.get("start")
+    if isinstance(start, EpisodeStart):
+        return {**info, "task": shown, "start": msgspec.structs.replace(start, task=shown)}
+    return {**info, "task": shown}
 
 
 @dataclass
@@ -373,7 +401,8 @@ class _Connection:
     def __init__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.receive = receive
         self._send = send
-        self.query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        query = scope.get("query_string", b"")
+        self.query = urllib.parse.parse_qs(query.decode("latin-1")) if query else {}
 
     async def accept(self) -> bool:
         """Complete the handshake; False when the client left before it."""
@@ -489,6 +518,9 @@ async def _wait_for_env(websocket: _Connection, opening: asyncio.Future[_Session
             more than :data:`MAX_EARLY_FRAMES` frames before it did.
     """
     early: list[Any] = []
+    # An env free now is leased within one turn of the loop: then there is no wait to watch the client in
+    # (which costs a receive task, a wait on both and its cancellation, per session).
+    await asyncio.sleep(0)
     while not opening.done():
         receiving = asyncio.ensure_future(websocket.receive())
         await asyncio.wait({opening, receiving}, return_when=asyncio.FIRST_COMPLETED)
@@ -650,6 +682,7 @@ def make_server(
             host=host,
             port=port,
             ws_max_size=config.max_message_bytes,
+            ws_per_message_deflate=config.compression,
             log_level=log_level,
             backlog=4096,
             timeout_graceful_shutdown=5,

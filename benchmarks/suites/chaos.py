@@ -422,7 +422,8 @@ class Supervised:
         self.port = free_port()
         self.command = [sys.executable, "-m", "agentfly_env.serve.cli", "AgentFly/Mix-v0", "--port", str(self.port)]
         self.command += ["--env-kwargs", json.dumps(env_kwargs), "--max-sessions", str(max_sessions)]
-        self.command += ["--idle-timeout", "60", "--queue-timeout", "60"]
+        # --send-gold: the soak's client plays each task's known solution (it reads the answer from the reset).
+        self.command += ["--idle-timeout", "60", "--queue-timeout", "60", "--send-gold"]
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
         self.ready = asyncio.Event()

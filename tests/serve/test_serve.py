@@ -22,8 +22,10 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 import agentfly_env  # noqa: F401  (registers the ids)
 from agentfly_bench.suites.serve import reference
 from agentfly_env import AgentEnv
+from agentfly_env.core.tasks import GOLD_FIELDS
 from agentfly_env.core.types import Step
 from agentfly_env.resources.distributed import make_env_pool
+from agentfly_env.serve.cli import build_parser
 from agentfly_env.serve.cli import main as serve_main
 from agentfly_env.serve.remote import RemoteEnvError
 
@@ -67,7 +69,7 @@ def test_the_local_episode_uses_the_calculator_and_earns_its_reward():
 @pytest.mark.skipif(openenv_python() is None, reason="openenv's venv is missing: make peers")
 def test_the_openenv_client_plays_the_same_episode_as_in_process():
     actions, returns, _ = local_episode()
-    with serving(MATH, MATH_KWARGS) as served:
+    with serving(MATH, MATH_KWARGS, send_gold=True) as served:  # the whole info, gold included
         wire = run_in_openenv("tests/serve/_openenv_client.py", served.url, str(SEED), json.dumps(actions))
         assert served.wait_until(lambda stats: stats["active_sessions"] == 0)["pool"]["in_use"] == 0
     (first_observation, first_info), *steps = returns
@@ -84,7 +86,7 @@ def test_the_openenv_client_plays_the_same_episode_as_in_process():
 
 def test_remote_v0_plays_the_same_episode_as_in_process():
     actions, returns, trajectory = local_episode()
-    with serving(MATH, MATH_KWARGS) as served:
+    with serving(MATH, MATH_KWARGS, send_gold=True) as served:
         env = gym.make("AgentFly/Remote-v0", url=served.url)
         observation, info = env.reset(seed=SEED)
         remote_returns: list[tuple[Any, ...]] = [(observation, as_json(info))]
@@ -100,6 +102,38 @@ def test_remote_v0_plays_the_same_episode_as_in_process():
     local, remote = (as_json(t) for t in (trajectory, remote_trajectory))
     local.pop("latency_s"), remote.pop("latency_s")
     assert remote == local and remote["env_id"] == MATH
+
+
+def test_the_gold_fields_stay_on_the_server_unless_it_is_told_to_send_them():
+    _, returns, _ = local_episode()
+    local_task = returns[0][1]["task"]
+    assert GOLD_FIELDS & set(local_task) == {"answer", "metadata"}  # what Math-v0's tasks hold
+    shown = {key: value for key, value in local_task.items() if key not in GOLD_FIELDS}
+
+    async def ws_reset(served: Any) -> dict[str, Any]:
+        async with connect(ws_url(served)) as ws:
+            return (await request(ws, {"type": "reset", "data": {"seed": SEED}}))["data"]["observation"]["info"]
+
+    with serving(MATH, MATH_KWARGS) as served:
+        over_ws = asyncio.run(ws_reset(served))
+        over_http = post(served.url + "/reset", {"seed": SEED})[1]["observation"]["info"]
+        remote = gym.make("AgentFly/Remote-v0", url=served.url)
+        _, remote_info = remote.reset(seed=SEED)
+        remote.close()
+    for info in (over_ws, over_http):
+        assert info["task"] == info["start"]["task"] == shown
+    assert remote_info["task"] == remote_info["start"].task == shown
+    with serving(MATH, MATH_KWARGS, send_gold=True) as served:
+        assert asyncio.run(ws_reset(served))["task"] == local_task
+    assert "--send-gold" in build_parser().format_help()
+
+
+async def test_per_message_deflate_is_accepted_only_when_configured():
+    for compression in (False, True):
+        with serving(SlowEcho, compression=compression) as served:
+            async with connect(ws_url(served)) as ws:  # websockets offers deflate by default, as Remote-v0 does
+                assert (await request(ws, {"type": "reset"}))["type"] == "observation"
+                assert bool(ws.protocol.extensions) is compression
 
 
 def test_remote_v0_truncates_the_episode_when_the_server_goes_away():
@@ -359,13 +393,16 @@ def test_remote_v0_plays_an_openenv_server():
 
 
 async def test_a_pool_of_remote_envs_plays_concurrent_episodes_as_the_trainer_leases_them():
+    local = gym.make(MATH, **MATH_KWARGS)
+    gold = [local.reset(seed=seed)[1]["task"]["answer"] for seed in range(8)]
+    local.close()
     with serving(MATH, MATH_KWARGS, max_sessions=3) as served:
         async with make_env_pool("AgentFly/Remote-v0", {"url": served.url}, size=3) as pool:
 
             async def episode(seed: int) -> tuple[float, bool, str]:
                 async with pool.lease(timeout=60) as env:
-                    _, info = await env.areset(seed=seed)
-                    answer = f"<answer>{info['task']['answer']}</answer>"
+                    await env.areset(seed=seed)  # its task comes without the answer: the reward is the server's
+                    answer = f"<answer>{gold[seed]}</answer>"
                     _, reward, terminated, _, _ = await env.astep(answer)
                     return reward, terminated, env.trajectory.env_id
 
