@@ -270,6 +270,11 @@ class TrainConfig(Section):
     """``""`` (start fresh), ``auto`` (the latest checkpoint in the run dir, if any) or a path."""
     gradient_checkpointing: bool = False
     """Trade compute for memory in the policy's backward pass."""
+    bf16_autocast: bool = False
+    """Run the update's forward and backward passes in bfloat16 (torch autocast; weights and optimiser stay float32):
+    faster where the hardware computes in bfloat16 (AMX and AVX-512 BF16 CPUs, GPUs). It changes numerics: the
+    trained log-probs differ from float32's by ~1e-2, so the policy ratio to the generator's log-probs is not exactly 1
+    at a step's start (``algorithm.is_correction_level`` corrects for that gap). The run's first line says so."""
 
 
 class LogConfig(Section):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 if TYPE_CHECKING:
     from agentfly_train.rollout import Episode
@@ -107,12 +108,57 @@ def sequence_logprobs(
     attention_mask: torch.Tensor,
     action_mask: torch.Tensor,
     temperature: float,
+    *,
+    chunk_tokens: int = 1024,
 ) -> torch.Tensor:
-    """Log-probs of each token given its prefix, ``(batch, length - 1)``, at the sampling temperature.
+    """Log-probs of the action tokens given their prefixes, ``(batch, length - 1)`` (0 where ``action_mask`` is 0),
+    at the sampling temperature.
 
-    Only the columns from the first action token on are computed (``logits_to_keep``): prompts can be
-    long and the vocabulary is large.
+    The model's body runs once; the output layer and the softmax over the vocabulary run only at the action
+    tokens (a multi-turn episode's prompt and observations need none), ``chunk_tokens`` at a time, each chunk's
+    logits recomputed in the backward pass instead of kept (activation checkpointing): the full vocabulary's
+    float32 logits of a batch (49k columns per token for SmolLM2, 150k for Qwen) never exist at once. Models
+    whose output layer is not a plain projection (logit soft-capping or scaling) take the whole-logits path.
     """
+    head = model.get_output_embeddings()
+    config = getattr(model, "config", None)
+    plain_head = isinstance(head, nn.Linear) and not any(
+        getattr(config, name, None) for name in ("final_logit_softcapping", "logit_scale")
+    )
+    if not plain_head:
+        return _whole_logits_logprobs(model, input_ids, attention_mask, action_mask, temperature)
+    hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+    acting = action_mask.nonzero(as_tuple=True)  # (row, column): column j predicts token j + 1
+    states, targets = hidden[:, :-1][acting], input_ids[:, 1:][acting]
+    picked = []
+    for start in range(0, len(targets), chunk_tokens):
+        piece = (states[start : start + chunk_tokens], targets[start : start + chunk_tokens], head.weight, head.bias)
+        if torch.is_grad_enabled():
+            picked.append(checkpoint(_token_logprobs, *piece, temperature, use_reentrant=False))
+        else:
+            picked.append(_token_logprobs(*piece, temperature))
+    result = torch.zeros(action_mask.shape, dtype=torch.float32, device=input_ids.device)
+    if picked:
+        return result.index_put(acting, torch.cat(picked))
+    return result + 0.0 * hidden.sum()  # no action token (episodes left out): zeros, still part of the graph
+
+
+def _token_logprobs(
+    states: torch.Tensor, targets: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float
+) -> torch.Tensor:
+    """Each state's log-prob of its target token under the output layer, at ``temperature``, in float32."""
+    logits = nn.functional.linear(states, weight, bias).float() / temperature
+    return logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+def _whole_logits_logprobs(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    action_mask: torch.Tensor,
+    temperature: float,
+) -> torch.Tensor:
+    """:func:`sequence_logprobs` through the model's own logits, from the first action token on."""
     length = input_ids.size(1)
     acting = action_mask.any(0).nonzero()
     first = int(acting[0]) if len(acting) else length - 2
@@ -122,5 +168,5 @@ def sequence_logprobs(
     targets = input_ids[:, first + 1 :]
     picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
     result = torch.zeros(action_mask.shape, dtype=torch.float32, device=input_ids.device)
-    result[:, first:] = picked
+    result[:, first:] = picked * action_mask[:, first:].bool()
     return result

@@ -260,7 +260,12 @@ class LocalTrainer:
         return (
             f"{config.algo} ({config.estimator}) on {config.env.id} with {config.model.path}: {config.train.steps} "
             f"steps x {config.episodes_per_step} episodes, device {self.device}, generator {self.generator_label}"
+            + (", update in bfloat16 autocast" if config.train.bf16_autocast else "")
         )
+
+    def _numerics(self) -> torch.autocast:
+        """The update's numerics: float32, or bfloat16 autocast (``train.bf16_autocast``) for every forward it makes."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.config.train.bf16_autocast)
 
     @staticmethod
     def _frozen_copy(model: nn.Module) -> nn.Module:
@@ -356,11 +361,12 @@ class LocalTrainer:
         for rows in batch.micro_batches(torch.arange(len(batch)), self.config.train.micro_batch_size):
             ids, attention, mask = batch.slice(rows)
             for name in out:
-                if name == "values":
-                    scored = self.critic(ids, attention)[:, : ids.size(1) - 1]  # type: ignore[misc]
-                else:
-                    scored = sequence_logprobs(models[name], ids, attention, mask, temperature)
-                out[name][rows] = batch.full_width(scored)
+                with self._numerics():
+                    if name == "values":
+                        scored = self.critic(ids, attention)[:, : ids.size(1) - 1]  # type: ignore[misc]
+                    else:
+                        scored = sequence_logprobs(models[name], ids, attention, mask, temperature)
+                out[name][rows] = batch.full_width(scored.float())
         return out
 
     def _kl(self, batch: Batch, scores: Scores) -> torch.Tensor:
@@ -436,7 +442,8 @@ class LocalTrainer:
         config, algorithm = self.config, self.config.algorithm
         ids, attention, mask = batch.slice(rows)
         width = ids.size(1) - 1
-        logprobs = sequence_logprobs(self.policy, ids, attention, mask, config.rollout.temperature)
+        with self._numerics():
+            logprobs = sequence_logprobs(self.policy, ids, attention, mask, config.rollout.temperature)
         if scores.fill_old:
             scores.old[rows, :width] = logprobs.detach()
         policy = algorithms.policy_loss(
@@ -467,8 +474,10 @@ class LocalTrainer:
         stats.add("ppo_kl", policy.ppo_kl.item())
         if self.critic is not None:
             assert scores.values is not None
+            with self._numerics():
+                values = self.critic(ids, attention)[:, :width].float()
             critic_loss = algorithms.value_loss(
-                self.critic(ids, attention)[:, :width],
+                values,
                 scores.values[rows, :width],
                 advantages.returns[rows, :width],
                 mask,

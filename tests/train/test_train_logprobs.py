@@ -1,0 +1,78 @@
+"""The update's log-probs (``agentfly_train.training.sequence_logprobs``): the output layer only at action tokens,
+in chunks that are recomputed in the backward pass, equals the model's own whole logits, values and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_train_rollout import tiny_model
+
+from agentfly_train.training import _whole_logits_logprobs, sequence_logprobs
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    torch.manual_seed(0)
+    return tiny_model(tokenizer)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    rows=st.integers(1, 3),
+    length=st.integers(3, 40),
+    chunk=st.sampled_from([1, 7, 1024]),
+    temperature=st.sampled_from([0.7, 1.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_chunked_action_logprobs_equal_the_whole_logits_in_value_and_gradient(
+    model, rows, length, chunk, temperature, seed
+):
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (rows, length), generator=generator)
+    mask = (torch.rand(rows, length - 1, generator=generator) < 0.5).float()
+    attention = torch.ones_like(ids)
+    attention[0, length - 1 - int(torch.randint(0, length // 2, (1,), generator=generator)) :] = 0  # right padding
+    mask = mask * attention[:, 1:]
+    results = []
+    for compute in (
+        lambda: sequence_logprobs(model, ids, attention, mask, temperature, chunk_tokens=chunk),
+        lambda: _whole_logits_logprobs(model, ids, attention, mask, temperature),
+    ):
+        model.zero_grad()
+        logprobs = compute()
+        (logprobs * mask).sum().backward()
+        results.append((logprobs.detach(), [p.grad.clone() for p in model.parameters()]))
+    (ours, our_grads), (theirs, their_grads) = results
+    assert torch.equal(ours == 0, theirs == 0) or mask.sum() == 0
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    assert (ours[mask == 0] == 0).all() and (ours[mask == 1] < 0).all()
+    for a, b in zip(our_grads, their_grads, strict=True):  # equal up to float32's order of summation
+        assert (a - b).norm() <= 1e-4 * b.norm() + 1e-9
+
+
+def test_a_bf16_autocast_update_says_so_and_stays_near_float32(tokenizer, tmp_path):
+    """``train.bf16_autocast``: the run's first line says so; the update's log-probs come out in float32, near
+    float32's own (bfloat16 keeps ~3 significant digits), and the step is finite and moves the weights."""
+    from test_train_learning import ShoutEnv, shout_config
+
+    from agentfly_train.backends.local import LocalTrainer
+    from agentfly_train.training import Batch
+
+    config = shout_config("grpo", tmp_path, steps=1, epochs=1, bf16_autocast=True)
+    trainer = LocalTrainer(config, model=tiny_model(tokenizer), tokenizer=tokenizer, env_fn=ShoutEnv)
+    assert trainer.describe().endswith("update in bfloat16 autocast")
+    batch = Batch.from_episodes(trainer.rollout.run([1, 2], sample_seed=0).episodes, trainer.pad_id, trainer.device)
+    ids, attention, mask = batch.slice(torch.arange(len(batch)))
+    with torch.no_grad():
+        exact = sequence_logprobs(trainer.policy, ids, attention, mask, 1.0)
+        with trainer._numerics():
+            autocast = sequence_logprobs(trainer.policy, ids, attention, mask, 1.0)
+    assert autocast.dtype == torch.float32 and not torch.equal(autocast, exact)
+    assert ((autocast - exact).abs() * mask).max() < 0.1
+    before = [p.detach().clone() for p in trainer.policy.parameters()]
+    metrics = trainer._update(batch)
+    assert torch.isfinite(torch.tensor(metrics["policy_loss"])) and metrics["grad_norm"] > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.policy.parameters(), strict=True))
+    trainer.close()
