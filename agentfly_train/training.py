@@ -70,10 +70,6 @@ class Batch:
             episode_of=torch.tensor([index for index, _ in rows], dtype=torch.long, device=device),
         )
 
-    @property
-    def one_row_per_episode(self) -> bool:
-        return len(self.episode_of) == 0 or int(self.episode_of[-1]) + 1 == len(self.episode_of)
-
     def __len__(self) -> int:
         return len(self.rewards)
 

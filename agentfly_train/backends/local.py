@@ -318,7 +318,7 @@ class LocalTrainer:
         advantages, then take ``train.epochs`` passes of mini-batch optimiser steps; return the update's metrics."""
         config = self.config
         trained = algorithms.trained_episodes(
-            batch.finished, config.rollout.samples_per_prompt, config.estimator, self._rows_of(batch)
+            batch.finished, config.rollout.samples_per_prompt, config.estimator, batch.episode_of
         )
         batch = batch.keeping(trained)
         scores = self._scores(batch)
@@ -390,13 +390,8 @@ class LocalTrainer:
             std_norm=algorithm.advantage_std_norm,
             reward_clip=algorithm.reward_clip,
             included=trained,
-            episode_of=self._rows_of(batch),
+            episode_of=batch.episode_of,
         )
-
-    @staticmethod
-    def _rows_of(batch: Batch) -> torch.Tensor | None:
-        """Each row's episode, where an episode has several rows (an agent program's); else None."""
-        return None if batch.one_row_per_episode else batch.episode_of
 
     def _minibatches(self, size: int, epoch: int) -> list[torch.Tensor]:
         """The batch's rows in the order of ``epoch`` (seeded by the step), cut into ``train.mini_batch_size``."""
