@@ -29,14 +29,14 @@ import msgspec
 from agentfly_env.core.aio import run_sync
 from agentfly_env.core.env import AgentEnv
 from agentfly_env.core.recording import TrajectoryWriter
-from agentfly_env.resources.distributed import EnvHandle, make_env_pool
+from agentfly_env.resources.distributed import EnvHandle
 from agentfly_env.resources.pool import ResourcePool
 from agentfly_train.chat import first_messages
 from agentfly_train.config import Config, ConfigError
 from agentfly_train.generation import Generator
 from agentfly_train.generation.openai import OpenAIChatClient
 from agentfly_train.metrics import episode_metrics, gateway_metrics, per_env_metrics, sequence_metrics
-from agentfly_train.rollout import Episode, EpisodeStats, reset_episode, step_episode
+from agentfly_train.rollout import Episode, EpisodeStats, reset_episode, run_env_pool, step_episode
 from agentfly_train.run_files import EVAL_DIR, SUMMARY_FILE, TOKENS_FILE, TRAJECTORIES_FILE
 from agentfly_train.tokens_log import write_token_log
 
@@ -68,11 +68,7 @@ def evaluate(
     options = {**config.env.options, **config.env.eval_options}
     seeds = list(range(config.eval.episodes))
     size = min(config.eval.concurrency, len(seeds))
-    envs = (
-        make_env_pool(env_fn, size=size)
-        if env_fn is not None
-        else make_env_pool(config.env.id, options, backend=config.env.pool, size=size)
-    )
+    envs = run_env_pool(config, size, env_fn=env_fn, options=options)
     started = time.perf_counter()
     if client is None and config.eval.base_url:
         api_key = os.environ.get(config.eval.api_key_env) if config.eval.api_key_env else None

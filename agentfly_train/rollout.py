@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,10 +44,10 @@ import numpy as np
 
 from agentfly_env.core.aio import run_sync
 from agentfly_env.core.types import EpisodeStart, EpisodeSummary, Step, Trajectory
-from agentfly_env.resources.distributed import EnvHandle
+from agentfly_env.resources.distributed import EnvHandle, make_env_pool
 from agentfly_env.resources.pool import Lease, ResourcePool
 from agentfly_train.chat import ChatFormat
-from agentfly_train.config import RolloutConfig
+from agentfly_train.config import Config, RolloutConfig
 from agentfly_train.gateway.recording import EpisodeCounters, Row
 from agentfly_train.generation import (
     Generation,
@@ -332,6 +332,18 @@ async def step_episode(env: EnvHandle, stats: EpisodeStats, action: str) -> Step
     step: Step = info["step"]
     stats.record(step, time.perf_counter() - started)
     return step
+
+
+def run_env_pool(
+    config: Config, size: int, *, env_fn: Callable[[], Any] | None = None, options: dict[str, Any] | None = None
+) -> ResourcePool[EnvHandle]:
+    """A run's pool of ``size`` envs: built by ``env_fn`` when given (a test's own env), else the config's env id
+    with ``options`` (default ``env.options``) in the config's pool backend (``env.pool``: this process or Ray)."""
+    if env_fn is not None:
+        return make_env_pool(env_fn, size=size)
+    return make_env_pool(
+        config.env.id, config.env.options if options is None else options, backend=config.env.pool, size=size
+    )
 
 
 async def lease_envs(

@@ -388,11 +388,11 @@ def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], An
 
 def _agent_demonstrations(config: Any, tokenizer: Any, env_fn: Callable[[], Any] | None) -> list[Any]:
     from agentfly_env.core.aio import run_sync
-    from agentfly_env.resources.distributed import make_env_pool
     from agentfly_train.agents import agent_demonstrations
+    from agentfly_train.rollout import run_env_pool
 
     size = min(config.episodes_per_step, config.sft.expert_episodes)  # as many at once as a training step plays
-    envs = make_env_pool(env_fn, size=size) if env_fn else make_env_pool(config.env.id, config.env.options, size=size)
+    envs = run_env_pool(config, size, env_fn=env_fn)
     try:
         episodes = agent_demonstrations(config, tokenizer, envs)
     finally:

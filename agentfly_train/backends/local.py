@@ -43,7 +43,6 @@ from torch import nn
 from agentfly_env.core.aio import run_sync
 from agentfly_env.core.env import AgentEnv
 from agentfly_env.core.recording import TrajectoryWriter
-from agentfly_env.resources.distributed import make_env_pool
 from agentfly_env.resources.files import atomic_path
 from agentfly_train import algorithms
 from agentfly_train.agents import AgentProgram, AgentRollout, gateway_for
@@ -66,7 +65,7 @@ from agentfly_train.models import (
     pick_device,
     resolve_model_path,
 )
-from agentfly_train.rollout import Episode, Rollout
+from agentfly_train.rollout import Episode, Rollout, run_env_pool
 from agentfly_train.run_files import (
     CHECKPOINT_PREFIX,
     CHECKPOINT_STATE_FILE,
@@ -221,12 +220,7 @@ class LocalTrainer:
         )
 
         self.chat = ChatFormat(tokenizer, config.rollout.observation_role)
-        size = config.episodes_per_step
-        self.envs = (
-            make_env_pool(env_fn, size=size)
-            if env_fn is not None
-            else make_env_pool(config.env.id, config.env.options, backend=config.env.pool, size=size)
-        )
+        self.envs = run_env_pool(config, config.episodes_per_step, env_fn=env_fn)
         self.generator = build_generator(config, self.policy, tokenizer)
         #: Which generator samples, for the run's log (``vllm (float32)``).
         self.generator_label = describe(self.generator)
