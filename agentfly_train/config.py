@@ -44,8 +44,9 @@ PRESET_DIR = Path(__file__).parent / "data"
 
 
 def preset_names() -> list[str]:
-    """The bundled presets, the names ``--config`` takes besides a file (``agentfly_train/data/*.toml``)."""
-    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+    """The bundled presets, the names ``--config`` takes besides a file (``agentfly_train/data/*.toml``); a file
+    whose name starts with ``_`` is a shared base that presets extend, not a preset itself."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml") if not p.stem.startswith("_"))
 
 
 #: The env a run trains on when the config names none.
@@ -425,19 +426,18 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     def load(cls, path: str | os.PathLike[str]) -> Config:
         """Read a TOML file, or a preset by name (``quickstart``).
 
+        A file may start from another with ``extends = "NAME"`` (a file relative to it, or a preset): its tables
+        are merged over that one's key by key, and any other value (a list too) replaces the one it inherits (so a
+        table can be added to, not emptied).
+
+        Example:
+            >>> Config.load("paper-webshop").env.id, Config.load("paper-webshop").rollout.max_turns  # extends _paper
+            ('AgentFly/WebShop-v0', 4)
+
         Raises:
-            ConfigError: when the file is missing or not valid TOML.
+            ConfigError: when a file is missing, not valid TOML, or extends itself.
         """
-        resolved = Path(path)
-        if not resolved.exists() and (PRESET_DIR / f"{path}.toml").exists():
-            resolved = PRESET_DIR / f"{path}.toml"
-        if not resolved.exists():
-            raise ConfigError(f"config file {str(path)!r} not found (presets: {', '.join(preset_names())})")
-        try:
-            data = tomllib.loads(resolved.read_text())
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"{resolved}: not valid TOML: {error}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(_read_config(path))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested data (what is saved next to checkpoints and in the run dir), as :meth:`from_dict` takes it."""
@@ -553,6 +553,45 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             if problem:
                 raise ConfigError(problem)
         return self
+
+
+def _config_file(path: str | os.PathLike[str]) -> Path:
+    """The file ``path`` names: itself, else the preset of that name."""
+    resolved = Path(path)
+    if not resolved.exists() and (PRESET_DIR / f"{path}.toml").exists():
+        resolved = PRESET_DIR / f"{path}.toml"
+    if not resolved.exists():
+        raise ConfigError(f"config file {str(path)!r} not found (presets: {', '.join(preset_names())})")
+    return resolved
+
+
+def _read_config(path: str | os.PathLike[str], chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A config file's data, with what it ``extends`` merged under it (``chain``: the files on the way)."""
+    resolved = _config_file(path).resolve()
+    if resolved in chain:
+        raise ConfigError(
+            f"config files extend each other in a loop: {' -> '.join(p.name for p in (*chain, resolved))}"
+        )
+    try:
+        data = tomllib.loads(resolved.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{resolved}: not valid TOML: {error}") from None
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str) or not parent:
+        raise ConfigError(f"{resolved}: extends must name a config file or a preset, got {parent!r}")
+    sibling = resolved.parent / parent
+    return _merged(_read_config(sibling if sibling.is_file() else parent, (*chain, resolved)), data)
+
+
+def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` over ``base``: tables merged key by key, any other value replaced."""
+    merged = dict(base)
+    for key, value in override.items():
+        inherited = merged.get(key)
+        merged[key] = _merged(inherited, value) if isinstance(value, dict) and isinstance(inherited, dict) else value
+    return merged
 
 
 def model_problem(path: str) -> str | None:
