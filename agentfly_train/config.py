@@ -334,7 +334,8 @@ class SFTConfig(Section):
     batch_size: AtLeastOne = 8
     """Episodes per optimiser step."""
     min_reward: float | None = None
-    """Keep only demonstrations whose return is at least this (rejection sampling over a run's trajectories)."""
+    """Keep only demonstrations whose return is at least this (rejection sampling over a run's trajectories; of
+    ``expert_episodes`` too, for an expert that may run out of turns)."""
     parser: str = "hermes"
     """The tool-call format chat transcripts' ``tool_calls`` are written in (the env's parser)."""
     on_bad_row: Literal["skip", "fail"] = "skip"

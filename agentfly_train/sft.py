@@ -101,7 +101,7 @@ def read_demonstrations(
         with open(path, encoding="utf-8") as handle:
             rows = _json_lines(handle, str(path), on_bad_row)
             demos += parse_rows(rows, source=str(path), parser=parser, on_bad_row=on_bad_row)
-    kept = [d for d in demos if min_reward is None or d.reward is None or d.reward >= min_reward]
+    kept = rewarded(demos, min_reward)
     if not kept:
         raise DemonstrationError(
             f"no usable demonstration in {', '.join(map(str, paths))}"
@@ -118,6 +118,12 @@ def _json_lines(lines: Iterable[str], source: str, on_bad_row: OnBadRow) -> Iter
             yield number, json.loads(line)
         except json.JSONDecodeError as error:
             _bad(f"{source}:{number}: not JSON ({error.msg})", on_bad_row)
+
+
+def rewarded(demos: list[Demonstration], min_reward: float | None) -> list[Demonstration]:
+    """The demonstrations whose return is at least ``min_reward`` (all of them for None; rows without a return
+    are kept)."""
+    return [d for d in demos if min_reward is None or d.reward is None or d.reward >= min_reward]
 
 
 def parse_rows(
@@ -361,7 +367,9 @@ def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], An
     )
     if sft.expert_episodes and not config.agent.program:
         experts = collect_expert(env_fn or config.env.id, sft.expert_episodes, options=config.env.options)
-        demos += parse_rows((msgspec.to_builtins(t) for t in experts), source=f"{config.env.id} expert")
+        demos += rewarded(
+            parse_rows((msgspec.to_builtins(t) for t in experts), source=f"{config.env.id} expert"), sft.min_reward
+        )
     episodes = []
     for demo in demos:
         try:

@@ -25,6 +25,7 @@ from agentfly_train.sft import (
     parse_rows,
     read_demonstrations,
     train_sft,
+    warm_start,
     write_jsonl,
 )
 
@@ -266,3 +267,24 @@ def test_a_run_warm_starts_on_expert_episodes_and_reports_three_stages(tokenizer
     [warm] = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "sft_loss_first" in r]
     assert warm["step"] == 0 and warm["sft_episodes"] == 4 and warm["sft_loss_last"] < warm["sft_loss_first"]
     assert (tmp_path / "stages" / "warm-start" / "eval" / "summary.json").is_file()
+
+
+@pytest.mark.parametrize("min_reward", [None, 1.0])
+def test_min_reward_keeps_only_the_experts_wins(tokenizer, min_reward):
+    """An expert that runs out of turns (one turn: it calls the calculator, never answers) scores 0: with
+    sft.min_reward = 1 none of its episodes is a demonstration; without it, all are."""
+    from agentfly_train.config import Config
+
+    env_id, options = MATH
+    config = Config.from_dict(
+        {
+            "env": {"id": env_id, "options": {**options, "max_turns": 1}},
+            "rollout": {"max_turns": 1},
+            "sft": {"expert_episodes": 3, "batch_size": 3, "min_reward": min_reward},
+        }
+    )
+    if min_reward is None:
+        assert warm_start(config, tiny_model(tokenizer), tokenizer).episodes == 3
+    else:
+        with pytest.raises(DemonstrationError, match="no demonstration"):
+            warm_start(config, tiny_model(tokenizer), tokenizer)
