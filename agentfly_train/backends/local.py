@@ -318,10 +318,22 @@ class LocalTrainer:
         scores = self._scores(batch)
         advantages = self._advantages(batch, scores, trained)
         stats = UpdateStats()
-        for epoch in range(config.train.epochs):
+        learns = self._has_signal(batch, scores, advantages)
+        for epoch in range(config.train.epochs if learns else 0):
             for minibatch in self._minibatches(len(batch), epoch):
                 self._learn(batch, minibatch, scores, advantages, stats)
-        return self._report(batch, scores, advantages, stats, trained)
+        report = self._report(batch, scores, advantages, stats, trained, learned=learns)
+        report["update_skipped"] = float(not learns)
+        return report
+
+    def _has_signal(self, batch: Batch, scores: Scores, advantages: algorithms.Advantages) -> bool:
+        """Whether the update has anything to learn: a non-zero advantage on an action token, a critic to fit or a KL
+        loss. Without any (every group all wins or all losses), the gradients are zero, but AdamW would still move
+        the weights on its momentum, replaying the last step's signal over the next ones (several times its size in
+        all), so the step is skipped, with its forward and backward passes."""
+        if self.critic is not None or (scores.ref is not None and self.config.kl_mode == "loss"):
+            return True
+        return bool((advantages.advantages * batch.action_mask).any())
 
     def _scores(self, batch: Batch) -> Scores:
         """Old log-probs, the reference's log-probs and the critic's values of every token, before any step."""
@@ -497,6 +509,8 @@ class LocalTrainer:
         advantages: algorithms.Advantages,
         stats: UpdateStats,
         trained: torch.Tensor,
+        *,
+        learned: bool,
     ) -> dict[str, float]:
         """The update's metrics: the losses and diagnostics, and what the batch's advantages and KL were."""
         size, mask = len(batch), batch.action_mask
@@ -506,7 +520,7 @@ class LocalTrainer:
         report["return_mean"] = float(advantages.token_rewards[trained].sum(-1).mean()) if trained.any() else 0.0
         if scores.ref is not None:  # from the old log-probs as the update left them (filled in, with fill_old)
             report["kl"] = float(algorithms.masked_mean(self._kl(batch, scores), mask)) if mask.sum() else 0.0
-        if self.recompute_logprobs and mask.sum():
+        if self.recompute_logprobs and mask.sum() and (learned or not scores.fill_old):  # else never computed
             report["logprob_mismatch"] = float(((scores.old - batch.rollout_logprobs).abs() * mask).max())
         report["left_out_episodes"] = int((~trained[algorithms.first_rows(batch.episode_of)]).sum())
         return report

@@ -269,3 +269,30 @@ def test_resume_auto_without_a_checkpoint_starts_fresh(tokenizer, tmp_path):
     config = shout_config("grpo", tmp_path, steps=1, resume="auto")
     trainer, steps = train(config, tokenizer)
     assert len(steps) == 1 and trainer.latest_checkpoint().name == "step-000001"
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo"])
+def test_a_batch_with_nothing_to_learn_takes_no_step(algo, tokenizer, tmp_path):
+    """Every group all wins or all losses, no critic, no KL loss: the gradients would be zero, but AdamW's momentum
+    would still move the weights, so the update is skipped (and says so). PPO's critic still has values to fit."""
+    from agentfly_train.training import Batch
+
+    config = shout_config(algo, tmp_path, steps=1)
+    config.algorithm.kl_coef = 0.0
+    trainer = LocalTrainer(config, model=tiny_model(tokenizer), tokenizer=tokenizer, env_fn=ShoutEnv)
+    batch = Batch.from_episodes(
+        trainer.rollout.run([1, 2, 3, 4], sample_seed=0).episodes, trainer.pad_id, trainer.device
+    )
+    before = [p.detach().clone() for p in trainer.policy.parameters()]
+    batch.rewards.fill_(1.0)  # every chain of every task won
+    metrics = trainer._update(batch)
+    unchanged = all(torch.equal(a, b) for a, b in zip(before, trainer.policy.parameters(), strict=True))
+    if algo == "grpo":
+        assert metrics["update_skipped"] == 1.0 and "policy_loss" not in metrics
+        assert unchanged and not trainer.optimizer.state  # not even a first AdamW step
+        batch.rewards[0] = 0.0  # one chain lost: its group has something to learn
+        assert trainer._update(batch)["update_skipped"] == 0.0
+        assert any(not torch.equal(a, b) for a, b in zip(before, trainer.policy.parameters(), strict=True))
+    else:
+        assert metrics["update_skipped"] == 0.0 and "value_loss" in metrics
+    trainer.close()
