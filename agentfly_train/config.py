@@ -133,6 +133,12 @@ class EnvConfig(Section):
     pool: Literal["local", "ray"] = "local"
     """Where the local backend and ``eval`` run the envs: ``local`` (in this process) or ``ray`` (one env per Ray actor,
     spread over the cluster; the ``ray`` extra). The ``openrlhf`` backend has its own, ``openrlhf.env_pool``."""
+    backend_pools: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    """Sizes of the pools behind the envs (game engines, JVMs, sandboxes) in this process: pool name -> fields of
+    ``PoolConfig``, e.g. ``{ alfworld_engine = { size = 16 } }``. An env holds a backend for a whole episode, so a pool
+    smaller than the episodes in flight (ALFWorld's 4 engines, ScienceWorld's 2 JVMs on 2 cores) makes episodes
+    wait their turn. Applied to the process's resource manager before the run's envs are made (``env.pool =
+    local``)."""
 
     def __post_init__(self) -> None:
         """A mix is the mixture env with the components as its options: every driver then plays one id."""
@@ -513,6 +519,8 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 f"train.mini_batch_size ({train.mini_batch_size}) must divide the episodes per step "
                 f"({self.episodes_per_step} = prompts_per_step x samples_per_prompt)"
             )
+        if self.env.backend_pools and self.env.pool != "local":
+            raise ConfigError("env.backend_pools sizes the pools of this process: it needs env.pool = 'local'")
         if dual_clip and dual_clip <= 1:
             raise ConfigError(f"algorithm.dual_clip must be > 1 (or 0 for off), got {dual_clip}")
         if problem := _is_correction_problem(self.algorithm):

@@ -45,7 +45,7 @@ import numpy as np
 from agentfly_env.core.aio import run_sync
 from agentfly_env.core.types import EpisodeStart, EpisodeSummary, Step, Trajectory
 from agentfly_env.resources.distributed import EnvHandle, make_env_pool
-from agentfly_env.resources.pool import Lease, ResourcePool
+from agentfly_env.resources.pool import Lease, ResourcePool, default_manager
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config, RolloutConfig
 from agentfly_train.gateway.recording import EpisodeCounters, Row
@@ -341,6 +341,7 @@ def run_env_pool(
     with ``options`` (default ``env.options``) in the config's pool backend (``env.pool``: this process or Ray)."""
     if env_fn is not None:
         return make_env_pool(env_fn, size=size)
+    default_manager().configure(config.env.backend_pools)
     return make_env_pool(
         config.env.id, config.env.options if options is None else options, backend=config.env.pool, size=size
     )

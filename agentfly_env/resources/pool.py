@@ -725,6 +725,30 @@ class ResourceManager:
         self._pools: dict[str, ResourcePool[Any]] = {}
         self._shared_settings: dict[str, Any] = {}  # what each shared pool's resources were made with
 
+    def configure(self, config: Mapping[str, Mapping[str, Any]]) -> None:
+        """Size pools after the manager was made (the process-wide :func:`default_manager`, say), before they are
+        registered: each section is merged over the one the manager has.
+
+        Example:
+            >>> manager = ResourceManager()
+            >>> manager.configure({"jvm": {"size": 8}})
+            >>> manager.register("jvm", ResourceSpec(create=object), default=PoolConfig(size=1)).config.size
+            8
+
+        Raises:
+            ValueError: a section has a key that is not a ``PoolConfig`` field, or names a pool already registered
+                with other values (a running pool is not resized).
+        """
+        for name, section in config.items():
+            try:
+                PoolConfig._check_keys(section)
+            except ValueError as exc:
+                raise ValueError(f"pool {name!r}: {exc}") from None
+            pool = self._pools.get(name)
+            if pool is not None and any(getattr(pool.config, key) != value for key, value in section.items()):
+                raise ValueError(f"pool {name!r} is already running with {pool.config}; configure it before first use")
+            self._config[name] = {**self._config.get(name, {}), **section}
+
     def register(self, name: str, spec: ResourceSpec[R], default: PoolConfig | None = None) -> ResourcePool[R]:
         """Creates the pool ``name``; its config section overrides ``default`` field by field.
 

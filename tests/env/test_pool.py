@@ -844,6 +844,18 @@ def test_manager_unknown_config_key() -> None:
         manager.register("jvm", ResourceSpec(create=Res))
 
 
+def test_manager_configured_after_it_was_made_sizes_pools_not_yet_registered() -> None:
+    manager = ResourceManager({"jvm": {"size": 3, "max_uses": 5}})
+    manager.configure({"jvm": {"size": 6}, "engine": {"size": 16}})
+    assert manager.register("jvm", ResourceSpec(create=Res)).config == PoolConfig(size=6, max_uses=5)
+    assert manager.register("engine", ResourceSpec(create=Res), default=PoolConfig(size=4)).config.size == 16
+    manager.configure({"engine": {"size": 16}})  # what it runs with already: nothing to change
+    with pytest.raises(ValueError, match="pool 'engine' is already running with .*configure it before first use"):
+        manager.configure({"engine": {"size": 8}})
+    with pytest.raises(ValueError, match="pool 'sandbox': unknown pool config key\\(s\\) sise"):
+        manager.configure({"sandbox": {"sise": 2}})
+
+
 def test_default_manager_is_shared() -> None:
     manager = default_manager()
     assert isinstance(manager, ResourceManager)
