@@ -77,7 +77,11 @@ def test_toml_then_flags_then_set(tmp_path):
         ),
         ({"algorithm": {"is_correction_level": "token", "is_correction_threshold": [5, 1]}}, [], "low <= high"),
         ({"env": {"pool": "cluster"}}, [], "env.pool must be one of local, ray"),
-        ({"env": {"pool": "ray", "backend_pools": {"jvm": {"size": 8}}}}, [], "backend_pools .* needs env.pool = 'local'"),
+        (
+            {"env": {"pool": "ray", "backend_pools": {"jvm": {"size": 8}}}},
+            [],
+            "backend_pools .* needs env.pool = 'local'",
+        ),
         ({"train": {"stpes": 3}}, [], "unknown config key 'train.stpes'"),
         ({"train": {"steps": "many"}}, [], "train.steps must be a int"),
         ({}, ["nosection.x=1"], "unknown config key"),
