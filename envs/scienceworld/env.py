@@ -176,6 +176,10 @@ class ScienceWorldEnv(ToolEnv):
             ``parser`` do not apply).
         env_step_limit: Truncate the episode once the simulator's move count exceeds this, as the stock
             env's ``envStepLimit`` ends it; default 100 (the stock default) in text mode, none in tool mode.
+        expert_looks_before_focus: The scripted expert plays ``look around`` before each ``focus on`` of the
+            gold path. ScienceWorld's gold paths focus straight away (their generator knows the world), so a
+            model imitating them learns to name a thing it has not seen; with this the demonstration shows
+            what the choice was made from. One more command per focus; the env itself is unchanged.
         **kwargs: Passed to :class:`~agentfly_env.tools.tool_env.ToolEnv` (``max_turns`` default 50 in tool
             mode, 100 in text mode, where it only stops free actions played forever; ``parser``,
             ``resources``, ``lease_timeout_s`` default 600, ...).
@@ -196,6 +200,7 @@ class ScienceWorldEnv(ToolEnv):
         max_command_chars: int = 300,
         action_mode: Literal["tools", "text"] = "tools",
         env_step_limit: int | None = None,
+        expert_looks_before_focus: bool = False,
         **kwargs: Any,
     ) -> None:
         unknown = [name for name in tools if name not in self.AVAILABLE_TOOLS]
@@ -229,6 +234,7 @@ class ScienceWorldEnv(ToolEnv):
         self.pool = engine_pool(self.resources, None if jvm is None else JvmConfig.from_value(jvm), name=pool_name)
         self.valid_actions_in_info = valid_actions_in_info
         self.max_command_chars = max_command_chars
+        self.expert_looks_before_focus = expert_looks_before_focus
         self._clear_episode()
 
     def _clear_episode(self) -> None:
@@ -408,7 +414,7 @@ class ScienceWorldEnv(ToolEnv):
     async def aexpert_action(self) -> str:
         """The expert's next turn: the next gold actions as ``act`` calls (see :meth:`expert_action`)."""
         gold = await self.agold_path() if "act" in self.tools else None
-        remaining = gold[self.commands_sent :] if gold is not None else ()
+        remaining = self._expert_plan(gold)[self.commands_sent :] if gold is not None else ()
         if not remaining or self._over():
             return self.format_answer("done")
         # As many actions per turn as it takes to finish within the turn budget.
@@ -420,8 +426,27 @@ class ScienceWorldEnv(ToolEnv):
             text = self.parser.format_call(calls[0])
         return text
 
+    def _expert_plan(self, gold: tuple[str, ...]) -> tuple[str, ...]:
+        """The commands the expert plays: the gold path, with a look before each focus if the env asks for one.
+
+        Example:
+            >>> env = ScienceWorldEnv.__new__(ScienceWorldEnv)
+            >>> env.expert_looks_before_focus = True
+            >>> env._expert_plan(("go to outside", "focus on frog", "look around", "focus on egg"))
+            ('go to outside', 'look around', 'focus on frog', 'look around', 'focus on egg')
+        """
+        if not self.expert_looks_before_focus:
+            return gold
+        plan: list[str] = []
+        for command in gold:
+            if command.startswith("focus on") and (not plan or plan[-1] != "look around"):
+                plan.append("look around")
+            plan.append(command)
+        return tuple(plan)
+
     def expert_action(self) -> str:
-        """A scripted expert: ScienceWorld's own gold action sequence for the task, played with ``act``.
+        """A scripted expert: ScienceWorld's own gold action sequence for the task, played with ``act``
+        (with a look before each focus under ``expert_looks_before_focus``).
 
         It packs several actions into a turn when the turn budget would not last otherwise. The gold
         path is planned at the first call of an episode (a blocking reload of about a second, unless

@@ -156,6 +156,19 @@ async def test_gold_paths_reach_full_score_through_the_env(manager, task, variat
 
 
 @on_pool_loop
+async def test_the_expert_can_look_before_it_focuses(manager):
+    env = make(manager, action_mode="text", expert_looks_before_focus=True)
+    _, _, info = await play_expert(env, task_name="lifespan-longest-lived", variation=5, gold_path=True)
+    assert info["step"].success
+    commands = [step.action for step in env.trajectory.steps]
+    focus = next(i for i, command in enumerate(commands) if command.startswith("focus on"))
+    assert commands == [*env.gold[: focus - 1], "look around", env.gold[focus - 1]]  # it wins at the focus
+    animal = commands[focus].removeprefix("focus on ")
+    assert animal in env.trajectory.steps[focus - 1].observation  # the choice is made from what the look showed
+    await env.aclose()
+
+
+@on_pool_loop
 async def test_the_expert_plans_lazily_on_the_same_world(manager):
     env = make(manager, task="find-plant")
     first, _ = await env.areset(seed=3)
