@@ -63,16 +63,20 @@ bench: setup
 
 # The peers agentfly-bench compares against, each in its own venv (they pin other versions of what we
 # use): GEM for `agentfly-bench --suite gem`; openenv (its client drives agentfly-serve in the tests, its
-# server is the reference of `--suite serve`); the OpenAI Agents SDK, whose own example
-# (examples/model_providers/custom_example_agent.py, shipped in its sdist only, unpacked beside the venv's
-# bin/) runs unchanged against the gateway in tests/train/test_gateway_framework.py. `make test` sets
-# them up too, so the side-by-side tests run.
+# server is the reference of `--suite serve`); TRL, whose GRPOTrainer updates on the same batch as ours in
+# `--suite update` (transformers and accelerate pinned as tested, torch the CPU wheel as ours; 1.5 GB); the
+# OpenAI Agents SDK, whose own example (examples/model_providers/custom_example_agent.py, shipped in its sdist
+# only, unpacked beside the venv's bin/) runs unchanged against the gateway in
+# tests/train/test_gateway_framework.py. `make test` sets them up too, so the side-by-side tests run.
 AGENTS_SDK := openai_agents-0.24.0
 peers:
 	test -x .venv-peers/gem/bin/python || $(PYTHON) -m venv .venv-peers/gem
 	.venv-peers/gem/bin/python -m pip install --quiet gem-llm==0.1.0
 	test -x .venv-peers/openenv/bin/python || $(PYTHON) -m venv .venv-peers/openenv
 	.venv-peers/openenv/bin/python -m pip install --quiet openenv==0.10.0
+	test -x .venv-peers/trl/bin/python || $(PYTHON) -m venv .venv-peers/trl
+	.venv-peers/trl/bin/python -m pip install --quiet trl==1.16.0 transformers==5.24.0 accelerate==1.15.0 \
+		datasets==5.2.0 torch==2.13.0
 	test -x .venv-peers/openai-agents/bin/python || $(PYTHON) -m venv .venv-peers/openai-agents
 	.venv-peers/openai-agents/bin/python -m pip install --quiet openai-agents==0.24.0
 	test -f .venv-peers/openai-agents/sdist/$(AGENTS_SDK).tar.gz || .venv-peers/openai-agents/bin/python -m pip \

@@ -21,17 +21,12 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentfly_bench.suites._peers import peer_python
 from agentfly_bench.suites.serve import openenv_python
 from agentfly_env.serve.server import ServeConfig, create_app, make_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 __all__ = ["REPO_ROOT", "Served", "openenv_python", "peer_python", "run_in_openenv", "run_in_peer", "serving"]
-
-
-def peer_python(name: str) -> Path | None:
-    """The Python of the peer venv ``.venv-peers/NAME`` that ``make peers`` creates; None where it is missing."""
-    python = REPO_ROOT / ".venv-peers" / name / "bin" / "python"
-    return python if python.is_file() else None
 
 
 def run_in_peer(python: Path | None, script: str | Path, *args: str, env: dict[str, str] | None = None) -> str:

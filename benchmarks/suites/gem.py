@@ -46,6 +46,7 @@ from rich.console import Console
 from rich.table import Table
 
 import agentfly_env  # noqa: F401  (registers the ids)
+from agentfly_bench.suites._peers import peer_python
 from agentfly_env import AgentVectorEnv, run_sync
 
 DESCRIPTION = "Math-v0 chain_sum episodes/s side by side with GEM (its own venv): one env sync, async, 64 vectorised"
@@ -55,7 +56,6 @@ ENV_ID = "AgentFly/Math-v0"
 NUM_ENVS = 64
 CHUNK = 256  # episodes between two looks at the clock (one env)
 PEER_SCRIPT = Path(__file__).with_name("_gem_peer.py")
-REPO_ROOT = Path(__file__).resolve().parents[2]
 HOW_TO_GET_GEM = (
     "GEM's venv is missing: run `make peers` (creates .venv-peers/gem with gem-llm==0.1.0, which pins "
     "reasoning-gym 0.1.23), or set AGENTFLY_GEM_PYTHON to a Python that has gem-llm installed"
@@ -69,12 +69,7 @@ ROWS = {
 
 def gem_python() -> Path | None:
     """The Python of GEM's venv: ``AGENTFLY_GEM_PYTHON``, else ``.venv-peers/gem`` here or in the repo."""
-    configured = os.environ.get("AGENTFLY_GEM_PYTHON")
-    if configured:
-        candidates = [Path(configured)]
-    else:
-        candidates = [Path.cwd() / ".venv-peers/gem/bin/python", REPO_ROOT / ".venv-peers/gem/bin/python"]
-    return next((path for path in candidates if path.is_file()), None)
+    return peer_python("gem", "AGENTFLY_GEM_PYTHON")
 
 
 class GemPeer:

@@ -39,6 +39,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from agentfly_bench.suites._peers import REPO_ROOT, peer_python
 from agentfly_env.core.env import AgentEnv
 from agentfly_env.core.types import Step
 from agentfly_env.registration import register
@@ -48,7 +49,6 @@ DESCRIPTION = "session density of agentfly-serve vs OpenEnv's own server (1-s sl
 SLEEP_ID = "AgentFlyBench/Sleep-v0"
 SERVED_ID = f"{__name__}:{SLEEP_ID}"  # the module prefix makes the serving process register it
 PEER_SCRIPT = Path(__file__).with_name("_openenv_peer.py")
-REPO_ROOT = Path(__file__).resolve().parents[1]
 HOW_TO_GET_OPENENV = (
     "openenv's venv is missing: run `make peers` (creates .venv-peers/openenv with openenv==0.10.0, which "
     "pins other versions of what vLLM uses), or set AGENTFLY_OPENENV_PYTHON to a Python that has it"
@@ -76,12 +76,7 @@ register(SLEEP_ID, f"{__name__}:SleepEnv")
 
 def openenv_python() -> Path | None:
     """The Python of openenv's venv: ``AGENTFLY_OPENENV_PYTHON``, else ``.venv-peers/openenv`` here or in the repo."""
-    configured = os.environ.get("AGENTFLY_OPENENV_PYTHON")
-    if configured:
-        candidates = [Path(configured)]
-    else:
-        candidates = [Path.cwd() / ".venv-peers/openenv/bin/python", REPO_ROOT / ".venv-peers/openenv/bin/python"]
-    return next((path for path in candidates if path.is_file()), None)
+    return peer_python("openenv", "AGENTFLY_OPENENV_PYTHON")
 
 
 # ---------------------------------------------------------------------------------------- the servers

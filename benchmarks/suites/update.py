@@ -13,27 +13,42 @@ in a process of its own (its peak resident memory is its own), one warm-up updat
 - **... + bf16 autocast**: the same with the forward and backward in bfloat16 (``train.bf16_autocast``; this CPU
   has AMX and AVX-512 BF16).
 
+Beside them, the peer: TRL's ``GRPOTrainer`` (``trl`` 1.16.0 in its own venv, ``make peers``; driven by
+``_trl_peer.py``) updating on the same sequences (prompt, then a completion whose observation tokens its tool
+mask leaves out), float32 weights and with bf16 autocast, as ours. Its loss runs transformers' model through
+TRL's fused LM head, which also scores only the completion tokens in tiles.
+
 Each at ``train.micro_batch_size`` 4 (the demo's) and 16 (the memory question: a 16 x 320-token micro-batch held
 18 GB before). Tokens/s counts every token of the batch (prompts and observations included) per second of update.
 
 Example:
     >>> [name for name, _, _ in WAYS]
     ['whole logits', 'action tokens, chunked', 'action tokens, chunked + bf16 autocast']
+    >>> [name for name, _ in TRL_WAYS]
+    ['TRL GRPOTrainer', 'TRL GRPOTrainer + bf16 autocast']
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import resource
 import statistics
+import subprocess
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-DESCRIPTION = "the RL update alone: tokens/s and peak memory, whole logits vs chunked action log-probs vs bf16 autocast"
+from agentfly_bench.suites._peers import peer_python
+
+DESCRIPTION = (
+    "the RL update alone: tokens/s and peak memory, whole logits vs chunked action log-probs vs bf16 autocast, "
+    "and TRL's GRPOTrainer on the same batch"
+)
 
 #: (name, chunked action log-probs, bf16 autocast)
 WAYS = [
@@ -41,7 +56,14 @@ WAYS = [
     ("action tokens, chunked", True, False),
     ("action tokens, chunked + bf16 autocast", True, True),
 ]
+#: (name, bf16 autocast): TRL's GRPOTrainer, float32 and autocast, each against our way of the same numerics
+TRL_WAYS = [("TRL GRPOTrainer", False), ("TRL GRPOTrainer + bf16 autocast", True)]
 MICRO_BATCHES = (4, 16)
+PEER_SCRIPT = Path(__file__).with_name("_trl_peer.py")
+HOW_TO_GET_TRL = (
+    "TRL's venv is missing: run `make peers` (creates .venv-peers/trl with trl==1.16.0, which pins other "
+    "versions of transformers and accelerate), or set AGENTFLY_TRL_PYTHON to a Python that has it"
+)
 
 
 def _episodes(tokenizer: Any, count: int, seed: int) -> list[Any]:
@@ -63,9 +85,51 @@ def _episodes(tokenizer: Any, count: int, seed: int) -> list[Any]:
             ]
             episode.append(piece, generated=generated, logprobs=(-rng.random(len(piece))).tolist() if generated else ())
             generated = not generated
+        episode.prompt_length = 90
         episode.verdict = float(rng.integers(0, 2))
         episodes.append(episode)
     return episodes
+
+
+def _write_peer_batch(episodes: list[Any], path: Path) -> None:
+    """The episodes as TRL's side reads them: prompt, completion, tool mask and the group-normalised advantage."""
+    rewards = [episode.verdict for episode in episodes]
+    sequences = []
+    for episode in episodes:
+        group = [reward for other, reward in zip(episodes, rewards, strict=True) if other.group == episode.group]
+        advantage = (episode.verdict - statistics.mean(group)) / (statistics.pstdev(group) + 1e-4)
+        cut = episode.prompt_length
+        sequences.append(
+            {
+                "prompt": episode.token_ids[:cut],
+                "completion": episode.token_ids[cut:],
+                "tool_mask": episode.action_mask[cut:],
+                "advantage": advantage,
+            }
+        )
+    path.write_text(json.dumps(sequences))
+
+
+def _measure_trl(python: Path, batch: Path, micro: int, repeats: int, bf16: bool) -> dict[str, Any]:
+    """TRL's side, in its venv: one process per measurement, as ours."""
+    from agentfly_train.config import Config
+    from agentfly_train.models import resolve_model_path
+
+    config = Config.load("calculator")
+    order = {
+        "model": resolve_model_path(config.model.path),
+        "batch": str(batch),
+        "micro_batch": micro,
+        "repeats": repeats,
+        "bf16": bf16,
+        "lr": config.train.lr,
+    }
+    completed = subprocess.run(
+        [str(python), str(PEER_SCRIPT)], input=json.dumps(order) + "\n", capture_output=True, text=True, check=False
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"TRL's update process failed; its output:\n{completed.stderr[-4000:]}")
+    return json.loads(completed.stdout)
 
 
 def _measure(way: tuple[str, bool, bool], micro: int, episodes: int, repeats: int, out: Any) -> None:
@@ -98,33 +162,75 @@ def _measure(way: tuple[str, bool, bool], micro: int, episodes: int, repeats: in
     trainer.close()
 
 
-def run(quick: bool) -> dict[str, Any]:
-    episodes, repeats = (8, 1) if quick else (32, 2)
+def _ours(way: tuple[str, bool, bool], micro: int, episodes: int, repeats: int) -> dict[str, Any]:
     spawn = multiprocessing.get_context("spawn")
+    receiving, sending = spawn.Pipe(duplex=False)
+    child = spawn.Process(target=_measure, args=(way, micro, episodes, repeats, sending))
+    child.start()
+    result = receiving.recv()
+    child.join()
+    return result
+
+
+def run(
+    quick: bool,
+    *,
+    micro_batches: tuple[int, ...] = MICRO_BATCHES,
+    ways: list[tuple[str, bool, bool]] = WAYS,
+    trl_ways: list[tuple[str, bool]] = TRL_WAYS,
+    episodes: int | None = None,
+) -> dict[str, Any]:
+    """Each way (ours, then TRL's where its venv is) at each micro-batch size; the median update of each."""
+    episodes, repeats = (episodes or 8, 1) if quick else (episodes or 32, 2)
+    trl_python = peer_python("trl", "AGENTFLY_TRL_PYTHON")
+    trl_versions = None
     rows = []
-    for micro in MICRO_BATCHES:
-        for way in WAYS:
-            receiving, sending = spawn.Pipe(duplex=False)
-            child = spawn.Process(target=_measure, args=(way, micro, episodes, repeats, sending))
-            child.start()
-            result = receiving.recv()
-            child.join()
-            median = statistics.median(result["seconds"])
-            rows.append(
-                {
-                    "way": way[0],
-                    "micro_batch": micro,
-                    "update_s": median,
-                    "tokens": result["tokens"],
-                    "tokens_per_s": result["tokens"] / median,
-                    "peak_growth_gb": result["peak_growth_gb"],
-                }
-            )
+    with tempfile.TemporaryDirectory() as scratch:
+        batch_file = Path(scratch) / "batch.json"
+        if trl_python is not None and trl_ways:
+            from transformers import AutoTokenizer
+
+            from agentfly_train.config import Config
+            from agentfly_train.models import resolve_model_path
+
+            tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(Config.load("calculator").model.path))
+            _write_peer_batch(_episodes(tokenizer, episodes, 0), batch_file)
+        for micro in micro_batches:
+            measured = [(way[0], "agentfly", way[2], _ours(way, micro, episodes, repeats)) for way in ways]
+            if trl_python is not None:
+                measured += [
+                    (name, "trl", bf16, _measure_trl(trl_python, batch_file, micro, repeats, bf16))
+                    for name, bf16 in trl_ways
+                ]
+            for name, side, bf16, result in measured:
+                median = statistics.median(result["seconds"])
+                trl_versions = result.get("versions", trl_versions)
+                rows.append(
+                    {
+                        "way": name,
+                        "side": side,
+                        "bf16": bf16,
+                        "micro_batch": micro,
+                        "update_s": median,
+                        "tokens": result["tokens"],
+                        "tokens_per_s": result["tokens"] / median,
+                        "peak_growth_gb": result["peak_growth_gb"],
+                    }
+                )
     for row in rows:
-        base = next(r for r in rows if r["micro_batch"] == row["micro_batch"] and r["way"] == WAYS[0][0])
+        same_micro = [r for r in rows if r["micro_batch"] == row["micro_batch"]]
+        base = same_micro[0]  # the first way: whole logits
         row["speedup"] = row["tokens_per_s"] / base["tokens_per_s"]
         row["memory_ratio"] = row["peak_growth_gb"] / base["peak_growth_gb"] if base["peak_growth_gb"] else 0.0
-    return {"episodes": episodes, "repeats": repeats, "rows": rows}
+        peer = next((r for r in same_micro if r["side"] == "trl" and r["bf16"] == row["bf16"]), None)
+        row["vs_trl"] = row["tokens_per_s"] / peer["tokens_per_s"] if peer else None
+    return {
+        "episodes": episodes,
+        "repeats": repeats,
+        "rows": rows,
+        "trl": trl_versions,
+        "trl_error": None if trl_python is not None else HOW_TO_GET_TRL,
+    }
 
 
 def render(results: dict[str, Any], console: Console) -> None:
@@ -132,7 +238,8 @@ def render(results: dict[str, Any], console: Console) -> None:
         title=f"The RL update of {results['episodes']} calculator-demo episodes (SmolLM2-135M, GRPO), "
         f"median of {results['repeats']}"
     )
-    for column in ("micro-batch", "way", "update", "tokens/s", "x whole logits", "peak memory growth", "x whole"):
+    columns = ("micro-batch", "way", "update", "tokens/s", "x whole logits", "x TRL, same numerics")
+    for column in (*columns, "peak memory growth", "x whole"):
         table.add_column(column, justify="left" if column == "way" else "right")
     for row in results["rows"]:
         table.add_row(
@@ -141,7 +248,12 @@ def render(results: dict[str, Any], console: Console) -> None:
             f"{row['update_s']:.1f} s",
             f"{row['tokens_per_s']:.0f}",
             f"{row['speedup']:.2f}x",
+            f"{row['vs_trl']:.2f}x" if row["vs_trl"] is not None else "-",
             f"{row['peak_growth_gb']:.2f} GB",
             f"{row['memory_ratio']:.2f}x",
         )
     console.print(table)
+    if results["trl"]:
+        console.print("TRL's side: " + ", ".join(f"{name} {version}" for name, version in results["trl"].items()))
+    if results["trl_error"]:
+        console.print(f"[yellow]{results['trl_error']}[/yellow]")

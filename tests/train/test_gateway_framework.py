@@ -30,7 +30,7 @@ from test_gateway import ADD, TOOL_NOTE, ScriptedGenerator, template_ids, text_i
 
 from agentfly_train.gateway import BackgroundGateway, Gateway
 
-SDK_PYTHON = peer_python("openai-agents")
+SDK_PYTHON = peer_python("openai-agents", "AGENTFLY_OPENAI_AGENTS_PYTHON")
 EXAMPLE = REPO_ROOT / ".venv-peers/openai-agents/examples/model_providers/custom_example_agent.py"
 
 # The example's tool as the SDK 0.24.0 describes it (a strict schema from the function's signature).
