@@ -180,6 +180,12 @@ class ScienceWorldEnv(ToolEnv):
             gold path. ScienceWorld's gold paths focus straight away (their generator knows the world), so a
             model imitating them learns to name a thing it has not seen; with this the demonstration shows
             what the choice was made from. One more command per focus; the env itself is unchanged.
+        reward_mode: ``"progress"`` (default, as the stock env scores: the task score's progress per turn) or
+            ``"success"``: 1.0 on the turn that completes the task, 0.0 on every other. Progress pays for
+            subgoals, and on tasks whose last step is a choice (``focus on`` the right animal) it pays a policy
+            to stop before choosing whenever a guess is right less than half the time, since a wrong focus
+            takes back what was earned; success pays only the finished task. ``info["step"]`` reports the
+            progress either way.
         **kwargs: Passed to :class:`~agentfly_env.tools.tool_env.ToolEnv` (``max_turns`` default 50 in tool
             mode, 100 in text mode, where it only stops free actions played forever; ``parser``,
             ``resources``, ``lease_timeout_s`` default 600, ...).
@@ -201,8 +207,11 @@ class ScienceWorldEnv(ToolEnv):
         action_mode: Literal["tools", "text"] = "tools",
         env_step_limit: int | None = None,
         expert_looks_before_focus: bool = False,
+        reward_mode: Literal["progress", "success"] = "progress",
         **kwargs: Any,
     ) -> None:
+        if reward_mode not in ("progress", "success"):
+            raise ValueError(f"reward_mode must be 'progress' or 'success', got {reward_mode!r}")
         unknown = [name for name in tools if name not in self.AVAILABLE_TOOLS]
         if unknown:
             raise ValueError(f"unknown tools {unknown}; available: {sorted(self.AVAILABLE_TOOLS)}")
@@ -235,6 +244,7 @@ class ScienceWorldEnv(ToolEnv):
         self.valid_actions_in_info = valid_actions_in_info
         self.max_command_chars = max_command_chars
         self.expert_looks_before_focus = expert_looks_before_focus
+        self.reward_mode = reward_mode
         self._clear_episode()
 
     def _clear_episode(self) -> None:
@@ -334,10 +344,13 @@ class ScienceWorldEnv(ToolEnv):
         return self.state is not None and (self.state.completed or self.state.failed)
 
     def _turn_reward(self) -> RewardResult:
-        """The progress gained since the last turn; success when the task is complete."""
+        """The progress gained since the last turn (or, under ``reward_mode="success"``, 1.0 on the turn the task
+        is completed); success when the task is complete."""
         progress = self.state.progress if self.state is not None else 0.0
         gained, self._rewarded = progress - self._rewarded, progress
-        return RewardResult(gained, {"progress": progress}, success=bool(self.state and self.state.completed))
+        completed = bool(self.state and self.state.completed)
+        value = float(completed) if self.reward_mode == "success" else gained
+        return RewardResult(value, {"progress": progress}, success=completed)
 
     async def _end_episode(self) -> None:
         self.engine = None

@@ -195,6 +195,22 @@ async def test_rewards_follow_the_score_and_a_failed_task_gives_them_back(manage
 
 
 @on_pool_loop
+async def test_the_success_reward_pays_only_the_completed_task(manager):
+    env = make(manager, action_mode="text", reward_mode="success")
+    await env.areset(options={"task_name": "find-animal", "variation": 0})
+    _, subgoal, _, _, info = await env.astep("open door to kitchen")
+    assert subgoal == 0.0 and info["step"].reward_components["progress"] > 0  # progress still reported
+    _, failed, terminated, _, _ = await env.astep("focus on air")
+    assert terminated and failed == 0.0
+    _, _, info = await play_expert(env, task_name="lifespan-longest-lived", variation=5, gold_path=True)
+    rewards = [step.reward for step in env.trajectory.steps]
+    assert info["step"].success and rewards[-1] == 1.0 and sum(rewards) == 1.0
+    with pytest.raises(ValueError, match="reward_mode"):
+        make(manager, reward_mode="score")
+    await env.aclose()
+
+
+@on_pool_loop
 async def test_a_final_answer_ends_the_episode_where_it_stands(manager):
     env = make(manager)
     await env.areset(options={"task_name": "find-animal", "variation": 0})
