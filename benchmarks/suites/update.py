@@ -11,7 +11,10 @@ in a process of its own (its peak resident memory is its own), one warm-up updat
 - **action tokens, chunked**: the output layer and the softmax only at action tokens, in chunks recomputed in
   the backward pass (:func:`~agentfly_train.training.sequence_logprobs`);
 - **... + bf16 autocast**: the same with the forward and backward in bfloat16 (``train.bf16_autocast``; this CPU
-  has AMX and AVX-512 BF16).
+  has AMX and AVX-512 BF16);
+- **... + activation checkpointing**: the same, keeping only each layer's input for the backward pass and
+  recomputing the rest there (``train.gradient_checkpointing``): the same gradients for a second forward pass,
+  the memory question's answer.
 
 Beside them, the peer: TRL's ``GRPOTrainer`` (``trl`` 1.16.0 in its own venv, ``make peers``; driven by
 ``_trl_peer.py``) updating on the same sequences (prompt, then a completion whose observation tokens its tool
@@ -22,8 +25,9 @@ Each at ``train.micro_batch_size`` 4 (the demo's) and 16 (the memory question: a
 18 GB before). Tokens/s counts every token of the batch (prompts and observations included) per second of update.
 
 Example:
-    >>> [name for name, _, _ in WAYS]
-    ['whole logits', 'action tokens, chunked', 'action tokens, chunked + bf16 autocast']
+    >>> [way.name for way in WAYS]  # doctest: +NORMALIZE_WHITESPACE
+    ['whole logits', 'action tokens, chunked', 'action tokens, chunked + bf16 autocast',
+     'action tokens, chunked + bf16 autocast + activation checkpointing']
     >>> [name for name, _ in TRL_WAYS]
     ['TRL GRPOTrainer', 'TRL GRPOTrainer + bf16 autocast']
 """
@@ -38,7 +42,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.console import Console
 from rich.table import Table
@@ -50,11 +54,26 @@ DESCRIPTION = (
     "and TRL's GRPOTrainer on the same batch"
 )
 
-#: (name, chunked action log-probs, bf16 autocast)
+
+class Way(NamedTuple):
+    """One way of computing our update."""
+
+    name: str
+    chunked: bool
+    """Action log-probs in chunks (else the model's whole logits)."""
+    bf16: bool
+    """``train.bf16_autocast``."""
+    checkpointing: bool = False
+    """``train.gradient_checkpointing``."""
+
+
 WAYS = [
-    ("whole logits", False, False),
-    ("action tokens, chunked", True, False),
-    ("action tokens, chunked + bf16 autocast", True, True),
+    Way("whole logits", chunked=False, bf16=False),
+    Way("action tokens, chunked", chunked=True, bf16=False),
+    Way("action tokens, chunked + bf16 autocast", chunked=True, bf16=True),
+    Way(
+        "action tokens, chunked + bf16 autocast + activation checkpointing", chunked=True, bf16=True, checkpointing=True
+    ),
 ]
 #: (name, bf16 autocast): TRL's GRPOTrainer, float32 and autocast, each against our way of the same numerics
 TRL_WAYS = [("TRL GRPOTrainer", False), ("TRL GRPOTrainer + bf16 autocast", True)]
@@ -132,7 +151,7 @@ def _measure_trl(python: Path, batch: Path, micro: int, repeats: int, bf16: bool
     return json.loads(completed.stdout)
 
 
-def _measure(way: tuple[str, bool, bool], micro: int, episodes: int, repeats: int, out: Any) -> None:
+def _measure(way: Way, micro: int, episodes: int, repeats: int, out: Any) -> None:
     """In a process of its own: the update's seconds per repeat and the process's peak memory growth."""
     import msgspec
 
@@ -141,13 +160,14 @@ def _measure(way: tuple[str, bool, bool], micro: int, episodes: int, repeats: in
     from agentfly_train.config import Config
     from agentfly_train.training import Batch, _whole_logits_logprobs
 
-    _, chunked, bf16 = way
-    if not chunked:  # the update as it was: the model's whole logits
+    if not way.chunked:  # the update as it was: the model's whole logits
         local.sequence_logprobs = _whole_logits_logprobs
     config = Config.load("calculator")
     config.out_dir = tempfile.mkdtemp()
     config.rollout = msgspec.structs.replace(config.rollout, generator="transformers")
-    config.train = msgspec.structs.replace(config.train, micro_batch_size=micro, bf16_autocast=bf16)
+    config.train = msgspec.structs.replace(
+        config.train, micro_batch_size=micro, bf16_autocast=way.bf16, gradient_checkpointing=way.checkpointing
+    )
     trainer = LocalTrainer(config)
     batch = Batch.from_episodes(_episodes(trainer.tokenizer, episodes, 0), trainer.pad_id, trainer.device)
     tokens = int(batch.lengths.sum())
@@ -162,7 +182,7 @@ def _measure(way: tuple[str, bool, bool], micro: int, episodes: int, repeats: in
     trainer.close()
 
 
-def _ours(way: tuple[str, bool, bool], micro: int, episodes: int, repeats: int) -> dict[str, Any]:
+def _ours(way: Way, micro: int, episodes: int, repeats: int) -> dict[str, Any]:
     spawn = multiprocessing.get_context("spawn")
     receiving, sending = spawn.Pipe(duplex=False)
     child = spawn.Process(target=_measure, args=(way, micro, episodes, repeats, sending))
@@ -176,7 +196,7 @@ def run(
     quick: bool,
     *,
     micro_batches: tuple[int, ...] = MICRO_BATCHES,
-    ways: list[tuple[str, bool, bool]] = WAYS,
+    ways: list[Way] = WAYS,
     trl_ways: list[tuple[str, bool]] = TRL_WAYS,
     episodes: int | None = None,
 ) -> dict[str, Any]:
@@ -196,7 +216,7 @@ def run(
             tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(Config.load("calculator").model.path))
             _write_peer_batch(_episodes(tokenizer, episodes, 0), batch_file)
         for micro in micro_batches:
-            measured = [(way[0], "agentfly", way[2], _ours(way, micro, episodes, repeats)) for way in ways]
+            measured = [(way.name, "agentfly", way.bf16, _ours(way, micro, episodes, repeats)) for way in ways]
             if trl_python is not None:
                 measured += [
                     (name, "trl", bf16, _measure_trl(trl_python, batch_file, micro, repeats, bf16))
