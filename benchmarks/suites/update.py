@@ -112,10 +112,9 @@ def _episodes(tokenizer: Any, count: int, seed: int) -> list[Any]:
 
 def _write_peer_batch(episodes: list[Any], path: Path) -> None:
     """The episodes as TRL's side reads them: prompt, completion, tool mask and the group-normalised advantage."""
-    rewards = [episode.verdict for episode in episodes]
     sequences = []
     for episode in episodes:
-        group = [reward for other, reward in zip(episodes, rewards, strict=True) if other.group == episode.group]
+        group = [other.verdict for other in episodes if other.group == episode.group]
         advantage = (episode.verdict - statistics.mean(group)) / (statistics.pstdev(group) + 1e-4)
         cut = episode.prompt_length
         sequences.append(
@@ -129,20 +128,9 @@ def _write_peer_batch(episodes: list[Any], path: Path) -> None:
     path.write_text(json.dumps(sequences))
 
 
-def _measure_trl(python: Path, batch: Path, micro: int, repeats: int, bf16: bool) -> dict[str, Any]:
-    """TRL's side, in its venv: one process per measurement, as ours."""
-    from agentfly_train.config import Config
-    from agentfly_train.models import resolve_model_path
-
-    config = Config.load("calculator")
-    order = {
-        "model": resolve_model_path(config.model.path),
-        "batch": str(batch),
-        "micro_batch": micro,
-        "repeats": repeats,
-        "bf16": bf16,
-        "lr": config.train.lr,
-    }
+def _measure_trl(python: Path, order: dict[str, Any], micro: int, bf16: bool) -> dict[str, Any]:
+    """TRL's side, in its venv: one process per measurement, as ours (``order``: the model, batch, repeats, lr)."""
+    order = {**order, "micro_batch": micro, "bf16": bf16}
     completed = subprocess.run(
         [str(python), str(PEER_SCRIPT)], input=json.dumps(order) + "\n", capture_output=True, text=True, check=False
     )
@@ -206,21 +194,23 @@ def run(
     trl_versions = None
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
-        batch_file = Path(scratch) / "batch.json"
+        order: dict[str, Any] = {"batch": str(Path(scratch) / "batch.json"), "repeats": repeats}
         if trl_python is not None and trl_ways:
             from transformers import AutoTokenizer
 
             from agentfly_train.config import Config
             from agentfly_train.models import resolve_model_path
 
-            tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(Config.load("calculator").model.path))
-            _write_peer_batch(_episodes(tokenizer, episodes, 0), batch_file)
+            config = Config.load("calculator")
+            order.update(model=resolve_model_path(config.model.path), lr=config.train.lr)
+            _write_peer_batch(
+                _episodes(AutoTokenizer.from_pretrained(order["model"]), episodes, 0), Path(order["batch"])
+            )
         for micro in micro_batches:
             measured = [(way.name, "agentfly", way.bf16, _ours(way, micro, episodes, repeats)) for way in ways]
             if trl_python is not None:
                 measured += [
-                    (name, "trl", bf16, _measure_trl(trl_python, batch_file, micro, repeats, bf16))
-                    for name, bf16 in trl_ways
+                    (name, "trl", bf16, _measure_trl(trl_python, order, micro, bf16)) for name, bf16 in trl_ways
                 ]
             for name, side, bf16, result in measured:
                 median = statistics.median(result["seconds"])
