@@ -284,6 +284,11 @@ class TrainConfig(Section):
     faster where the hardware computes in bfloat16 (AMX and AVX-512 BF16 CPUs, GPUs). It changes numerics: the
     trained log-probs differ from float32's by ~1e-2, so the policy ratio to the generator's log-probs is not exactly 1
     at a step's start (``algorithm.is_correction_level`` corrects for that gap). The run's first line says so."""
+    compile: bool = False
+    """Compile the policy's decoder layers with ``torch.compile`` for the update (generation stays eager): their
+    element-wise work (norms, rotary embeddings, activations, casts) fused. The same maths; the first update pays
+    the compilation (about 30 s on 2 CPU cores, kept on disk for the next run), every later one is faster
+    (``agentfly-bench --suite update``). Needs a C++ compiler on a CPU. The run's first line says so."""
 
 
 class LogConfig(Section):

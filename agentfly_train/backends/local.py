@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -82,7 +83,7 @@ from agentfly_train.run_files import (
     checkpoint_name,
 )
 from agentfly_train.tokens_log import write_token_log
-from agentfly_train.training import Batch, chunks, sequence_logprobs
+from agentfly_train.training import Batch, CompiledBlocks, chunks, sequence_logprobs
 
 logger = logging.getLogger("agentfly.train")
 
@@ -200,6 +201,8 @@ class LocalTrainer:
         self.policy.eval()
         if config.train.gradient_checkpointing:
             self.policy.gradient_checkpointing_enable()
+        #: The policy's decoder layers compiled for the update (``train.compile``), None when not.
+        self.compiled = CompiledBlocks(self.policy) if config.train.compile else None
         self.reference = self._frozen_copy(self.policy) if config.algorithm.kl_coef > 0 else None
         self.critic: Critic | None = None
         if config.algo_spec.critic:
@@ -255,6 +258,7 @@ class LocalTrainer:
             f"{config.algo} ({config.estimator}) on {config.env.id} with {config.model.path}: {config.train.steps} "
             f"steps x {config.episodes_per_step} episodes, device {self.device}, generator {self.generator_label}"
             + (", update in bfloat16 autocast" if config.train.bf16_autocast else "")
+            + (", decoder layers compiled for the update" if config.train.compile else "")
         )
 
     def _numerics(self) -> torch.autocast:
@@ -310,21 +314,22 @@ class LocalTrainer:
     def _update(self, batch: Batch) -> dict[str, float]:
         """Learn from one rollout batch: leave out the episodes that cannot teach, score the rest, estimate their
         advantages, then take ``train.epochs`` passes of mini-batch optimiser steps; return the update's metrics."""
-        config = self.config
-        trained = algorithms.trained_episodes(
-            batch.finished, config.rollout.samples_per_prompt, config.estimator, batch.episode_of
-        )
-        batch = batch.keeping(trained)
-        scores = self._scores(batch)
-        advantages = self._advantages(batch, scores, trained)
-        stats = UpdateStats()
-        learns = self._has_signal(batch, scores, advantages)
-        for epoch in range(config.train.epochs if learns else 0):
-            for minibatch in self._minibatches(len(batch), epoch):
-                self._learn(batch, minibatch, scores, advantages, stats)
-        report = self._report(batch, scores, advantages, stats, trained, learned=learns)
-        report["update_skipped"] = float(not learns)
-        return report
+        with self.compiled or contextlib.nullcontext():  # train.compile: the layers compiled, for the update only
+            config = self.config
+            trained = algorithms.trained_episodes(
+                batch.finished, config.rollout.samples_per_prompt, config.estimator, batch.episode_of
+            )
+            batch = batch.keeping(trained)
+            scores = self._scores(batch)
+            advantages = self._advantages(batch, scores, trained)
+            stats = UpdateStats()
+            learns = self._has_signal(batch, scores, advantages)
+            for epoch in range(config.train.epochs if learns else 0):
+                for minibatch in self._minibatches(len(batch), epoch):
+                    self._learn(batch, minibatch, scores, advantages, stats)
+            report = self._report(batch, scores, advantages, stats, trained, learned=learns)
+            report["update_skipped"] = float(not learns)
+            return report
 
     def _has_signal(self, batch: Batch, scores: Scores, advantages: algorithms.Advantages) -> bool:
         """Whether the update has anything to learn: a non-zero advantage on an action token, a critic to fit or a KL

@@ -8,7 +8,7 @@ on stdout, then ends (its peak resident memory is its own):
   batch file holds the same sequences our update trains on, each ``{"prompt": ids, "completion": ids,
   "tool_mask": 0/1 per completion token, "advantage": a}`` (observations in the completion have mask 0, as
   TRL's own multi-turn tool calling marks them);
-- the answer: ``{"seconds": [...], "tokens": n, "peak_growth_gb": g, "versions": {...}}``.
+- the answer: ``{"first_s": s, "seconds": [...], "tokens": n, "peak_growth_gb": g, "versions": {...}}``.
 
 One update is what TRL's ``GRPOTrainer`` does with a generation batch: its loss (``compute_loss``: the policy's
 log-probs of the completion tokens through transformers' fused LM head, the clipped GRPO objective) and
@@ -85,7 +85,15 @@ def main() -> int:
     peak_growth_gb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 2**20
     versions = {name: metadata.version(name) for name in ("trl", "transformers", "accelerate", "torch")}
     answers.write(
-        json.dumps({"seconds": seconds[1:], "tokens": tokens, "peak_growth_gb": peak_growth_gb, "versions": versions})
+        json.dumps(
+            {
+                "first_s": seconds[0],
+                "seconds": seconds[1:],
+                "tokens": tokens,
+                "peak_growth_gb": peak_growth_gb,
+                "versions": versions,
+            }
+        )
         + "\n"
     )
     return 0

@@ -3,6 +3,8 @@ in chunks that are recomputed in the backward pass, equals the model's own whole
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -75,4 +77,37 @@ def test_a_bf16_autocast_update_says_so_and_stays_near_float32(tokenizer, tmp_pa
     metrics = trainer._update(batch)
     assert torch.isfinite(torch.tensor(metrics["policy_loss"])) and metrics["grad_norm"] > 0
     assert any(not torch.equal(a, b) for a, b in zip(before, trainer.policy.parameters(), strict=True))
+    trainer.close()
+
+
+def test_a_compiled_update_computes_what_the_eager_one_does_and_generation_stays_eager(tokenizer, tmp_path):
+    """``train.compile``: the run's first line says so; inside the update the decoder layers run compiled, with the
+    eager layers' log-probs and gradients (float32, up to the order of summation); outside it they are the model's
+    own again, so generation never compiles."""
+    from test_train_learning import ShoutEnv, shout_config
+
+    from agentfly_train.backends.local import LocalTrainer
+    from agentfly_train.training import Batch
+
+    config = shout_config("grpo", tmp_path, steps=1, epochs=1, compile=True)
+    trainer = LocalTrainer(config, model=tiny_model(tokenizer), tokenizer=tokenizer, env_fn=ShoutEnv)
+    assert trainer.describe().endswith("decoder layers compiled for the update")
+    assert trainer.compiled is not None and len(trainer.compiled.blocks) == 2
+    batch = Batch.from_episodes(trainer.rollout.run([1, 2], sample_seed=0).episodes, trainer.pad_id, trainer.device)
+    ids, attention, mask = batch.slice(torch.arange(len(batch)))
+    results = []
+    for compiled in (False, True):
+        trainer.policy.zero_grad()
+        with trainer.compiled if compiled else contextlib.nullcontext():
+            assert all(("forward" in vars(block)) is compiled for block in trainer.compiled.blocks)
+            logprobs = sequence_logprobs(trainer.policy, ids, attention, mask, 1.0)
+            (logprobs * mask).sum().backward()
+        results.append((logprobs.detach(), [p.grad.clone() for p in trainer.policy.parameters()]))
+    (eager, eager_grads), (compiled, compiled_grads) = results
+    assert mask.sum() > 0 and torch.allclose(eager, compiled, atol=1e-4)
+    for a, b in zip(compiled_grads, eager_grads, strict=True):
+        assert (a - b).norm() <= 1e-3 * b.norm() + 1e-7
+    assert not any("forward" in vars(block) for block in trainer.compiled.blocks)  # generation: the eager layers
+    metrics = trainer._update(batch)
+    assert torch.isfinite(torch.tensor(metrics["policy_loss"])) and metrics["grad_norm"] > 0
     trainer.close()
