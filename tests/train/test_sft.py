@@ -213,12 +213,13 @@ def test_micro_batches_accumulate_to_the_whole_batchs_step(tokenizer):
         )
         trained.append((result.losses, torch.cat([p.detach().flatten() for p in model.parameters()])))
     (whole_losses, whole), *others = trained
+    moved = (whole - torch.cat([p.detach().flatten() for p in tiny_model(tokenizer, seed=5).parameters()])).abs()
+    assert moved.max() > 1e-3  # the steps moved the weights
     for losses, params in others:
         assert losses == pytest.approx(whole_losses, rel=1e-4)
-        assert torch.allclose(params, whole, atol=1e-5)
-    assert not torch.allclose(
-        whole, torch.cat([p.detach().flatten() for p in tiny_model(tokenizer, seed=5).parameters()])
-    )
+        # The same steps up to float32's order of summation, which differs with the grouping: within 0.1% of
+        # the largest move the whole batch's steps made.
+        assert (params - whole).abs().max() <= 1e-3 * moved.max()
 
 
 def test_collect_then_sft_from_the_command_line(tmp_path, smollm2_dir, capsys):
