@@ -2,21 +2,26 @@
 
 Most env steps finish without waiting on anything (a parse, a calculator, a scorer). Running them
 through a full event-loop iteration (``run_until_complete``: a task scheduled, the selector polled, a
-done callback scheduled, a second iteration to stop) costs more than the step itself. So
-:func:`run_sync` and :func:`gather` start each coroutine *eagerly*: its task is created as usual and
-its first step runs at once, with the loop marked as running. A step that returns without
-suspending never touches the loop's machinery; one that awaits something real is left to the loop,
-which continues the same task from where it stopped, so nothing runs twice.
+done callback scheduled, a second iteration to stop) costs more than the step itself, and so does
+creating an :class:`asyncio.Task` for each (its first step scheduled, a weak reference registered). So
+:func:`run_sync` and :func:`gather` start each coroutine *eagerly*, in a task lent to it: its first step
+runs at once, with the loop marked as running, inside a *host* task, a real task of the loop kept parked
+for this. A step that returns without suspending never touches the loop's machinery, and the host waits
+for the next coroutine; one that awaits something real keeps its host, which the loop then runs: the host
+continues the coroutine from where it stopped, so nothing runs twice, and it is that coroutine's task
+from then on (a new host is made for the next one).
 
-What the coroutine sees is what it sees in the loop: it runs inside its own
-:class:`asyncio.Task` (``asyncio.current_task()``, ``asyncio.timeout``, ``TaskGroup`` and cancellation
-work), in a copy of the caller's context (contextvars), with ``asyncio.get_running_loop()`` returning
-the persistent loop (locks, pools and connections bind to it as before), and its exceptions propagate
-unchanged. This is Python 3.12's eager task start, done by hand on 3.11. Where the loop's state could
-make the order of callbacks differ (callbacks already waiting, a timer due, a debug loop, a loop that
-is not an :class:`asyncio.BaseEventLoop`), the plain path runs instead. One thing is left for later:
-a call that does not suspend does not poll the selector, so I/O that other tasks of the loop wait on
-is served the next time the loop runs (a call that suspends, or a timer that falls due).
+What the coroutine sees is what it sees in the loop: it runs inside a task no other running coroutine
+shares (``asyncio.current_task()``, ``asyncio.timeout``, ``TaskGroup`` and cancellation work, before and
+after a suspension), in a copy of the caller's context (contextvars), with ``asyncio.get_running_loop()``
+returning the persistent loop (locks, pools and connections bind to it as before), and its exceptions
+propagate unchanged. One thing differs from a task of its own: coroutines that finish without suspending
+may be lent the same host one after the other (``current_task()`` kept past the coroutine's end may be
+the next one's). Where the loop's state could make the order of callbacks differ (callbacks already
+waiting, a timer due, a debug loop, a loop with a task factory, a loop that is not an
+:class:`asyncio.BaseEventLoop`), the plain path runs instead. One thing is left for later: a call that
+does not suspend does not poll the selector, so I/O that other tasks of the loop wait on is served the
+next time the loop runs (a call that suspends, or a timer that falls due).
 
 Example:
     >>> async def double(x):
@@ -32,8 +37,10 @@ import heapq
 import inspect
 import sys
 import threading
+import weakref
 from asyncio import base_events, events
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Generator, Mapping
+from contextvars import Context, copy_context
 from inspect import CO_COROUTINE
 from types import CoroutineType, FunctionType, MethodType
 from typing import Any, TypeVar
@@ -45,6 +52,8 @@ _get_running_loop = events._get_running_loop
 _set_running_loop = events._set_running_loop
 _enter_task = asyncio.tasks._enter_task
 _leave_task = asyncio.tasks._leave_task
+_register_task = asyncio.tasks._register_task
+_unregister_task = asyncio.tasks._unregister_task
 _current_task = asyncio.current_task
 _Task = asyncio.Task
 _get_ident = threading.get_ident
@@ -54,24 +63,16 @@ _MIN_SCHEDULED_TIMER_HANDLES = getattr(base_events, "_MIN_SCHEDULED_TIMER_HANDLE
 _MIN_CANCELLED_TIMER_HANDLES_FRACTION = getattr(base_events, "_MIN_CANCELLED_TIMER_HANDLES_FRACTION", 0.5)
 
 
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """A new event loop that, from Python 3.12 on, starts tasks eagerly.
-
-    Most env steps finish without waiting on anything (a parse, a calculator); an eager task runs
-    them to the end at creation, with no scheduling round trip, which is most of what ``gather``
-    over hundreds of envs costs.
-    """
-    loop = asyncio.new_event_loop()
-    eager = getattr(asyncio, "eager_task_factory", None)
-    if eager is not None:
-        loop.set_task_factory(eager)
-    return loop
-
-
 def _can_start_eagerly(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether tasks on this loop can start eagerly: an asyncio loop (its ready queue and timers are
-    known), not in debug mode (whose checks and slow-callback reports need the loop's own iterations)."""
-    return isinstance(loop, asyncio.BaseEventLoop) and hasattr(loop, "_ready") and not loop._debug
+    """Whether coroutines on this loop can start eagerly: an asyncio loop (its ready queue and timers are
+    known), not in debug mode (whose checks and slow-callback reports need the loop's own iterations),
+    without a task factory (which wants to make every task itself)."""
+    return (
+        isinstance(loop, asyncio.BaseEventLoop)
+        and hasattr(loop, "_ready")
+        and not loop._debug
+        and loop._task_factory is None
+    )
 
 
 def _quiet(loop: Any) -> bool:
@@ -106,48 +107,176 @@ def _quiet(loop: Any) -> bool:
     return not scheduled or scheduled[0]._when >= loop.time() + loop._clock_resolution
 
 
-def _first_step(loop: Any, task: asyncio.Task[Any], waiting: int) -> Any:
-    """The handle of the task's first step, taken out of the loop's ready queue (which held ``waiting``
-    callbacks before the task was created); None when a task factory (Python 3.12's eager one) ran it."""
-    ready = loop._ready
-    if len(ready) == waiting + 1 and getattr(ready[-1]._callback, "__self__", None) is task:
-        return ready.pop()
-    return None
+class _Running:
+    """A coroutine that suspended in its first step: its host ``task`` runs it now."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
 
 
-def _start_all(loop: Any, coroutines: tuple[Coroutine[Any, Any, Any], ...]) -> list[asyncio.Task[Any]]:
-    """Create each coroutine's task and run its first step at once, in order, inside the running loop.
+class _Raised:
+    """A coroutine whose first step raised ``error``."""
 
-    Each step runs as the loop would run it (its task entered as the current one, in its own context);
-    the task that called, if any, is set aside meanwhile, as Python 3.12's eager start does.
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class _Rest(Coroutine[Any, Any, Any]):
+    """What a host task runs: the rest of the coroutine handed to it, which suspended in its first step.
+
+    The host's own first step gives the task what the coroutine was waiting on (as if the coroutine had
+    just yielded it); every later step goes to the coroutine, in the coroutine's context.
     """
-    ready = loop._ready
-    factory = loop._task_factory
+
+    __slots__ = ("context", "coroutine", "handing", "waiting_on")
+
+    def __init__(self) -> None:
+        self.coroutine: Any = None
+        self.context: Context | None = None
+        self.waiting_on: Any = None  # what the coroutine yielded (a future, or None for a bare yield)
+        self.handing = False  # the host's first step is still to give the task ``waiting_on``
+
+    def send(self, value: Any) -> Any:
+        if self.handing:
+            self.handing = False
+            return self.waiting_on
+        return self.context.run(self.coroutine.send, value)  # type: ignore[union-attr]
+
+    def throw(self, error: Any, *args: Any) -> Any:
+        if self.handing:  # cancelled before it waited: the future goes too, as Task.cancel would do
+            self.handing = False
+            if isinstance(self.waiting_on, asyncio.Future):
+                self.waiting_on.cancel()
+        return self.context.run(self.coroutine.throw, error, *args)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if self.coroutine is not None:
+            self.coroutine.close()
+
+    @property
+    def __name__(self) -> str:  # what the task's repr shows
+        return getattr(self.coroutine, "__qualname__", "idle host")
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        raise TypeError("a host's coroutine is run by its task only")
+
+
+class _Host:
+    """A task of ``loop`` lent as the current task to coroutines started eagerly: created with its first
+    step held back, which runs when a coroutine suspends and is handed over.
+
+    A parked host is not one of ``asyncio.all_tasks()``: it has no coroutine of its own to wait for, and
+    whoever cancels every task of a loop and waits for them (``asyncio.run`` as it ends) would wait forever.
+    It joins them when a coroutine is handed over.
+    """
+
+    __slots__ = ("first_step", "rest", "task")
+
+    def __init__(self, loop: Any) -> None:
+        self.rest = _Rest()
+        ready = loop._ready
+        waiting = len(ready)
+        self.task = _Task(self.rest, loop=loop)  # not loop.create_task: no factory may run it now
+        if len(ready) != waiting + 1:
+            raise RuntimeError("a new task did not schedule its first step")  # a Task that starts eagerly
+        self.first_step = ready.pop()
+        self.task._log_destroy_pending = False  # a parked host is pending by design
+        _unregister_task(self.task)
+
+    def run(self, loop: Any, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """The coroutine's first step, as this host's task: its result, or :class:`_Running` when it waits
+        on something (this host has become its task, and its loop continues it). Raises what the step raises.
+        """
+        context = copy_context()
+        task = self.task
+        _enter_task(loop, task)
+        try:
+            waiting_on = context.run(coroutine.send, None)
+        except StopIteration as stop:
+            if task.cancelling():  # it cancelled its own task and returned: a task ends cancelled
+                raise asyncio.CancelledError() from None
+            return stop.value
+        finally:
+            _leave_task(loop, task)
+        rest = self.rest
+        rest.coroutine, rest.context, rest.waiting_on, rest.handing = coroutine, context, waiting_on, True
+        _register_task(task)
+        # The host's first step hands the task what the coroutine waits on: it ends the coroutine's first
+        # step as a task of its own would end it (waiting on the future, or scheduled again for a bare yield).
+        self.first_step._run()
+        return _Running(task)
+
+
+_free_hosts: weakref.WeakKeyDictionary[Any, list[_Host]] = weakref.WeakKeyDictionary()
+
+
+def _hosts_of(loop: Any) -> list[_Host]:
+    """The parked hosts of ``loop``, free to lend."""
+    free = _free_hosts.get(loop)
+    if free is None:
+        free = _free_hosts[loop] = []
+    return free
+
+
+def _run_first_step(loop: Any, coroutine: Coroutine[Any, Any, Any], free: list[_Host]) -> Any:
+    """The coroutine's first step in a host lent from ``free``, the loop's (given back when the step
+    finishes, kept as its task when it suspends): its result, or :class:`_Running`; raises what the step
+    raises."""
+    host = free.pop() if free else _Host(loop)
+    if host.task.cancelling():  # cancelled by someone who kept it from an earlier step: not lent again
+        host = _Host(loop)
+    try:
+        outcome = host.run(loop, coroutine)
+    except BaseException:
+        if not host.task.cancelling():  # a host whose task was asked to cancel is dropped
+            free.append(host)
+        raise
+    if type(outcome) is not _Running:
+        free.append(host)
+    return outcome
+
+
+def _settled(loop: Any, outcome: Any) -> asyncio.Future[Any]:
+    """A done future holding a first step's result or :class:`_Raised` exception."""
+    future = loop.create_future()
+    if type(outcome) is not _Raised:
+        future.set_result(outcome)
+    elif isinstance(outcome.error, asyncio.CancelledError):  # a task whose coroutine raised it is cancelled
+        future.cancel()
+    else:
+        future.set_exception(outcome.error)
+    return future
+
+
+def _start_all(loop: Any, coroutines: tuple[Coroutine[Any, Any, Any], ...]) -> list[Any]:
+    """Run each coroutine's first step at once, in order, inside the running loop: per coroutine its
+    result, :class:`_Raised` or :class:`_Running`.
+
+    The task that called, if any, is set aside meanwhile, as Python 3.12's eager start does.
+    """
     outer = _current_task(loop)
     if outer is not None:
         _leave_task(loop, outer)
-    tasks: list[asyncio.Task[Any]] = []
+    outcomes: list[Any] = []
+    free = _hosts_of(loop)
     try:
         for coroutine in coroutines:
-            if factory is None:
-                waiting = len(ready)
-                task = _Task(coroutine, loop=loop)  # what loop.create_task does without a factory
-                step = ready.pop() if len(ready) == waiting + 1 else None  # its first step, which it scheduled
-            else:
-                waiting = len(ready)
-                task = loop.create_task(coroutine)
-                step = _first_step(loop, task, waiting)
-            tasks.append(task)
-            if step is not None:
-                step._run()
+            try:
+                outcomes.append(_run_first_step(loop, coroutine, free))
+            except (Exception, asyncio.CancelledError) as error:
+                outcomes.append(_Raised(error))
     except BaseException:  # KeyboardInterrupt or SystemExit out of a step: the rest never start
-        for coroutine in coroutines[len(tasks) :]:
+        for coroutine in coroutines[len(outcomes) + 1 :]:
             coroutine.close()
         raise
     finally:
         if outer is not None:
             _enter_task(loop, outer)
-    return tasks
+    return outcomes
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -163,14 +292,13 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
         state = _thread_state
         loop = getattr(state, "loop", None)
         if loop is None or loop.is_closed():
-            loop = state.loop = new_event_loop()
-            state.eager = _can_start_eagerly(loop)
-            if state.eager:
-                state.hooks = (loop._asyncgen_firstiter_hook, loop._asyncgen_finalizer_hook)
+            loop = state.loop = asyncio.new_event_loop()
+            state.hooks = (loop._asyncgen_firstiter_hook, loop._asyncgen_finalizer_hook)
+            state.hosts = _hosts_of(loop)
         if not (
-            state.eager
-            and type(coroutine) is CoroutineType
+            type(coroutine) is CoroutineType
             and not loop._debug
+            and loop._task_factory is None
             and loop._thread_id is None  # not running (run_sync from a callback of this very loop)
             and not loop._stopping
             and ((not loop._ready and not loop._scheduled) or _quiet(loop))
@@ -183,29 +311,21 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
         _set_asyncgen_hooks(*state.hooks)
         _set_running_loop(loop)
         try:
-            ready = loop._ready
-            if loop._task_factory is None:
-                task = _Task(coroutine, loop=loop)  # what loop.create_task does without a factory
-                step = ready.pop() if len(ready) == 1 else None  # its first step, which it scheduled
-            else:
-                task = loop.create_task(coroutine)
-                step = _first_step(loop, task, 0)
-            if step is not None:
-                try:
-                    step._run()
-                except BaseException:  # KeyboardInterrupt or SystemExit out of the step, as the loop raises it
-                    if task.done() and not task.cancelled():
-                        task.exception()
-                    raise
+            outcome = _run_first_step(loop, coroutine, state.hosts)
+        except (Exception, asyncio.CancelledError) as error:  # (KeyboardInterrupt and the like: at once)
+            outcome = _Raised(error)
         finally:
             loop._thread_id = None
             _set_running_loop(None)
             _set_asyncgen_hooks(*old_hooks)
-        if task.done() and not loop._stopping and ((not ready and not loop._scheduled) or _quiet(loop)):
-            return task.result()
-        # The task waits on something, or its step left callbacks behind: the loop takes it from here, in
-        # the order its own iterations would have run them.
-        return loop.run_until_complete(task)
+        if type(outcome) is _Running:  # it waits on something: the loop continues it
+            return loop.run_until_complete(outcome.task)
+        if loop._stopping or not ((not loop._ready and not loop._scheduled) or _quiet(loop)):
+            # Its step left callbacks behind: they run before the call returns, as in the loop's iteration.
+            return loop.run_until_complete(_settled(loop, outcome))
+        if type(outcome) is _Raised:
+            raise outcome.error
+        return outcome  # type: ignore[no-any-return]
     result: list[Any] = []
     errors: list[BaseException] = []
 
@@ -224,32 +344,27 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 async def gather(*coroutines: Coroutine[Any, Any, Any]) -> list[Any]:
-    """``asyncio.gather(*coroutines)``, with each coroutine's task started eagerly.
+    """``asyncio.gather(*coroutines)``, with each coroutine started eagerly (see the module's docstring).
 
     Other awaitables (futures) are left to ``asyncio.gather`` itself.
 
-    Each coroutine still runs in its own task with its own copy of the context. The ones that finish
-    without suspending are done before the next one starts; when all are, their results (or the first
-    exception, in argument order, as ``asyncio.gather`` raises it) come back without yielding to the
-    loop. Otherwise ``asyncio.gather`` waits for the rest.
+    Each coroutine runs in a task no other running coroutine shares, with its own copy of the context.
+    The ones that finish without suspending are done before the next one starts; when all are, their
+    results (or the first exception, in argument order, as ``asyncio.gather`` raises it) come back
+    without yielding to the loop. Otherwise ``asyncio.gather`` waits for the rest.
     """
     loop = events.get_running_loop()
     if not _can_start_eagerly(loop) or not all(type(coroutine) is CoroutineType for coroutine in coroutines):
         return await asyncio.gather(*coroutines)
-    tasks = _start_all(loop, coroutines)
-    for task in tasks:
-        if not task.done():
-            return await asyncio.gather(*tasks)
-    error: BaseException | None = None
-    for task in tasks:  # like gather: every exception is retrieved, the first one is raised
-        if task.cancelled():
-            if error is None:
-                error = task._make_cancelled_error()
-        elif (exception := task.exception()) is not None and error is None:
-            error = exception
-    if error is not None:
-        raise error
-    return [task.result() for task in tasks]
+    outcomes = _start_all(loop, coroutines)
+    if any(type(outcome) is _Running for outcome in outcomes):
+        return await asyncio.gather(
+            *(outcome.task if type(outcome) is _Running else _settled(loop, outcome) for outcome in outcomes)
+        )
+    for outcome in outcomes:
+        if type(outcome) is _Raised:  # the first in argument order, as gather raises it
+            raise outcome.error
+    return outcomes
 
 
 def is_coroutine_function(function: Callable[..., Any]) -> bool:

@@ -19,10 +19,11 @@ none rebuilds it.
 
 The task is read-only (:mod:`agentfly_env.core.readonly`): ``info["start"].task`` and ``trajectory.task``
 are the task source's own object, shared with other episodes of the same task, and ``info["task"]`` is a
-read-only copy of it (Gymnasium's env checker requires that no dict be shared by two calls' infos);
-changing either raises ``TypeError``; ``dict(info["task"])`` or ``copy.deepcopy(info["task"])`` is a copy
-to change. A task source's frozen tasks pass through; a mutable task an env returns from ``_reset`` is
-frozen as a copy (the env keeps its own).
+:class:`~agentfly_env.core.readonly.ReadOnlyView` of it (a mapping, not a ``dict``: Gymnasium's env
+checker requires that no dict be shared by two calls' infos); changing either raises ``TypeError``;
+``dict(info["task"])`` or ``copy.deepcopy(info["task"])`` is a copy to change (or to give ``json``). A
+task source's frozen tasks pass through; a mutable task an env returns from ``_reset`` is frozen as a copy
+(the env keeps its own).
 
 Example:
     >>> class Echo(AgentEnv):
@@ -45,7 +46,7 @@ from typing import Any
 import gymnasium as gym
 
 from agentfly_env.core.aio import run_sync
-from agentfly_env.core.readonly import ReadOnlyDict, read_only, read_only_copy
+from agentfly_env.core.readonly import ReadOnlyDict, ReadOnlyView, read_only
 from agentfly_env.core.spaces import TextSpace
 from agentfly_env.core.text import truncate_text
 from agentfly_env.core.types import EpisodeStart, Step, Trajectory
@@ -136,7 +137,7 @@ class AgentEnv(gym.Env[str, str]):
         observation, info = await self._reset(seed, dict(options or {}))
         observation = truncate_text(observation, self.max_observation_chars)
         task = read_only(info.get("task", _NO_TASK))
-        info["task"] = read_only_copy(task)  # Gymnasium's checker: no dict shared by two calls' infos
+        info["task"] = ReadOnlyView(task)  # not a dict: Gymnasium's checker wants no dict shared by two infos
         start = EpisodeStart(
             env_id=self.env_id,
             observation=observation,

@@ -1,10 +1,10 @@
 """Read-only plain data: the task an env shares with its caller, its records and other episodes.
 
-After ``reset`` the same task object is ``info["task"]``, ``info["start"].task`` and the trajectory's
-``task``, and a task source may hand one item to many episodes (Math-v0 keeps its generated items for
-all its envs). Copying it at every reset cost more than the rest of a simple env's reset; so a task is
-frozen once, when the source makes it, and a change to it fails at once instead of leaking into other
-episodes.
+After ``reset`` the same task object is ``info["start"].task`` and the trajectory's ``task``, and
+``info["task"]`` is a :class:`ReadOnlyView` of it; a task source may hand one item to many episodes
+(Math-v0 keeps its generated items for all its envs). Copying it at every reset cost more than the rest
+of a simple env's reset; so a task is frozen once, when the source makes it, and a change to it fails at
+once instead of leaking into other episodes.
 
 :func:`read_only` turns dicts and lists, at any depth, into :class:`ReadOnlyDict` and :class:`ReadOnlyList`.
 They subclass ``dict`` and ``list``: they compare equal to the plain data, pass ``isinstance(x, dict)``,
@@ -29,10 +29,10 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn
 
-__all__ = ["ReadOnlyDict", "ReadOnlyList", "read_only", "read_only_copy"]
+__all__ = ["ReadOnlyDict", "ReadOnlyList", "ReadOnlyView", "read_only"]
 
 
 def _refuse(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
@@ -94,27 +94,64 @@ def read_only(value: Any) -> Any:
     return value
 
 
-_CONTAINERS = (ReadOnlyDict, ReadOnlyList, tuple)
+class ReadOnlyView(Mapping):  # type: ignore[type-arg]
+    """A read-only view of a task: what ``info["task"]`` is after a reset.
 
-
-def read_only_copy(value: Any) -> Any:
-    """A new read-only copy of read-only data: its dicts, lists and tuples rebuilt, the rest (strings,
-    numbers) shared. What ``info["task"]`` gets at each reset: Gymnasium's checker requires that two
-    calls' infos share no dict or list, and this is several times cheaper than a deep copy.
+    It reads as the task (``view["answer"]``, ``in``, iteration, ``==`` to the task or a plain dict), and
+    every change fails with ``TypeError``, at any depth (its nested dicts and lists are the task's own
+    read-only ones). It is a new object at every reset around the task the records share, and not a
+    ``dict``: Gymnasium's env checker requires that no ``dict`` be shared by two calls' infos, and a copy of
+    the task per reset cost more than the rest of a simple env's reset. For a dict of your own (to change
+    it, or for ``json``): ``dict(view)``, or ``copy.deepcopy(view)`` for plain data all the way down.
 
     Example:
         >>> task = read_only({"id": "t0", "metadata": {"terms": [2, 2]}})
-        >>> copied = read_only_copy(task)
-        >>> copied == task, copied["metadata"] is task["metadata"], type(copied["metadata"]).__name__
-        (True, False, 'ReadOnlyDict')
+        >>> view = ReadOnlyView(task)
+        >>> view == task, view["metadata"] is task["metadata"], isinstance(view, dict)
+        (True, True, False)
+        >>> view["id"] = "t1"
+        Traceback (most recent call last):
+        ...
+        TypeError: this ReadOnlyView is read-only (a task is shared by the env, its records and other episodes); change a copy: dict(task), or copy.deepcopy(task) for nested data
+        >>> copy.deepcopy(view)
+        {'id': 't0', 'metadata': {'terms': [2, 2]}}
     """
-    kind = type(value)
-    if kind is ReadOnlyDict:
-        return ReadOnlyDict(
-            {key: read_only_copy(item) if type(item) in _CONTAINERS else item for key, item in value.items()}
-        )
-    if kind is ReadOnlyList:
-        return ReadOnlyList([read_only_copy(item) if type(item) in _CONTAINERS else item for item in value])
-    if kind is tuple:
-        return tuple([read_only_copy(item) if type(item) in _CONTAINERS else item for item in value])
-    return value
+
+    __slots__ = ("_task",)
+    __setitem__ = __delitem__ = __ior__ = _refuse  # what a dict has, refused as ReadOnlyDict refuses it
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __init__(self, task: Mapping[str, Any]) -> None:
+        self._task = task
+
+    def __getitem__(self, key: str) -> Any:
+        return self._task[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._task.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._task
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._task)
+
+    def __len__(self) -> int:
+        return len(self._task)
+
+    def __eq__(self, other: object) -> bool:
+        return self._task == (other._task if type(other) is ReadOnlyView else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._task)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ReadOnlyView, (self._task,)
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self._task)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return copy.deepcopy(self._task, memo)

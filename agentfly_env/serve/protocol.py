@@ -42,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -269,7 +270,10 @@ def decode_jsonrpc(request: Any) -> JsonRpcRequest:
 
 
 def _fallback(value: Any) -> Any:
-    """What JSON cannot hold as is: numpy values as their Python values, anything else as its text."""
+    """What JSON cannot hold as is: numpy values as their Python values, mappings (``info["task"]``'s
+    read-only view) as objects, anything else as its text."""
+    if isinstance(value, Mapping):
+        return dict(value)
     tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
     return tolist() if callable(tolist) else str(value)
 

@@ -277,10 +277,10 @@ class ToolEnv(AgentEnv):
         return step
 
     def _reward_context(self, prediction: str | None) -> dict[str, Any]:
-        context = dict(self.task)
-        # The task as the records hold it: read-only, free for a source's frozen tasks.
-        context.update(prediction=prediction, trajectory=self.trajectory, task=read_only(self.task), env=self)
-        return context
+        # The task's fields by name, then what every env offers; the task as the records hold it: read-only,
+        # free for a source's frozen tasks.
+        task = self.task
+        return {**task, "prediction": prediction, "trajectory": self.trajectory, "task": read_only(task), "env": self}
 
     def _format_observation(self, results: list[ToolResult], parse_errors: Sequence[Any], n_calls: int) -> str:
         parts = [f"Error: {error.message}" for error in parse_errors]

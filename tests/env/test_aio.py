@@ -308,24 +308,54 @@ def test_cancellation_from_inside_reaches_the_caller():
     assert run_sync(value("after")) == "after"
 
 
+def test_a_task_kept_and_cancelled_after_its_coroutine_ended_is_not_lent_again():
+    async def mine():
+        return asyncio.current_task()
+
+    kept = run_sync(mine())
+    kept.cancel()
+    assert run_sync(value("next")) == "next"  # not cancelled by what was done to an earlier call's task
+    assert run_sync(mine()) is not kept
+
+
 # ----------------------------------------------------------------- gather
+
+
+def test_asyncio_run_ends_after_an_eager_gather():
+    async def main():
+        results = await gather(value(1), value(2))
+        return results, asyncio.current_task() in asyncio.all_tasks()
+
+    # asyncio.run cancels every task of its loop as it ends and waits for them: a parked host is not one.
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(asyncio.run(main())), daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive() and outcome == [([1, 2], True)]
 
 
 async def _gather_in_task(coroutines):
     return await gather(*coroutines)
 
 
-def test_gather_gives_every_coroutine_its_own_task_and_restores_the_caller():
-    async def who():
-        return asyncio.current_task()
+def test_gather_gives_every_running_coroutine_a_task_of_its_own_and_restores_the_caller():
+    async def who(suspend):
+        before = asyncio.current_task()
+        if suspend:
+            await asyncio.sleep(0)
+        return before, asyncio.current_task()
 
     async def main():
         me = asyncio.current_task()
-        tasks = await gather(who(), who(), who())
-        return me, tasks, asyncio.current_task()
+        seen = await gather(who(False), who(True), who(True), who(False))
+        return me, seen, asyncio.current_task()
 
-    me, tasks, after = run_sync(main())
-    assert after is me and len(set(map(id, tasks))) == 3 and me not in tasks
+    me, seen, after = run_sync(main())
+    assert after is me and all(isinstance(task, asyncio.Task) and task is not me for pair in seen for task in pair)
+    assert all(before is after for before, after in seen)  # one task through a suspension
+    # Alive at the same time (the two that suspended, and the last, which ran while they waited): never
+    # the same task. The first had finished before any other started, so its task may be lent again.
+    assert len({id(seen[1][0]), id(seen[2][0]), id(seen[3][0])}) == 3
 
 
 def test_gather_runs_the_envs_that_suspend_concurrently():
@@ -445,6 +475,16 @@ def test_run_sync_matches_run_until_complete(plan, factory):
     assert not thread_loop()._ready
 
 
+async def _settled():
+    """Back once every other task of the loop has finished: by loop iterations, not by time (a loaded machine
+    may run few iterations in a millisecond)."""
+    for _ in range(10_000):
+        if all(task.done() for task in asyncio.all_tasks() if task is not asyncio.current_task()):
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("tasks still running after 10,000 loop iterations")
+
+
 @settings(max_examples=200, deadline=None)
 @given(plans=st.lists(plans, max_size=6), factory=st.sampled_from([None, plain_task_factory]))
 def test_gather_matches_asyncio_gather(plans, factory):
@@ -464,14 +504,14 @@ def test_gather_matches_asyncio_gather(plans, factory):
         with task_factory(loop, factory):
             expected = outcome_of(lambda: loop.run_until_complete(program(asyncio.gather, reference_log)))
             expected_log = list(reference_log)
-            loop.run_until_complete(asyncio.sleep(0.001))  # children that outlived a failed gather finish
+            loop.run_until_complete(_settled())  # children that outlived a failed gather finish
     finally:
         loop.close()
     log: list = []
     with task_factory(thread_loop(), factory):
         assert outcome_of(lambda: run_sync(program(gather, log))) == expected
         assert log == expected_log
-        run_sync(asyncio.sleep(0.001))
+        run_sync(_settled())
     assert log == reference_log
 
 

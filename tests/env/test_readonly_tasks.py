@@ -16,7 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentfly_env import ListTasks, ToolEnv, reward
-from agentfly_env.core.readonly import ReadOnlyDict, ReadOnlyList, read_only
+from gymnasium.utils.passive_env_checker import data_shares_objects
+
+from agentfly_env.core.readonly import ReadOnlyDict, ReadOnlyList, ReadOnlyView, read_only
 from agentfly_env.core.types import EpisodeStart, Trajectory
 
 READ_ONLY = "is read-only .*change a copy"
@@ -71,18 +73,23 @@ def test_changing_the_task_in_info_fails_loudly_and_changes_nothing(change):
     }
 
 
-def test_the_records_share_the_sources_task_and_info_gets_a_read_only_copy():
+def test_the_records_share_the_sources_task_and_info_gets_a_read_only_view_of_it():
     env = make_env()
     _, info = env.reset(seed=0)
     assert info["start"].task is env.trajectory.task is env.task is env.tasks[0]  # no copy per episode
     again = env.reset(seed=0)[1]["task"]
-    assert again == info["task"] == env.task and isinstance(again["metadata"], ReadOnlyDict)
-    assert again is not info["task"] and again["metadata"] is not info["task"]["metadata"]  # Gymnasium's rule
-    mine, deep = dict(info["task"]), copy.deepcopy(info["task"])
-    mine["answer"] = "6"
+    assert again == info["task"] == env.task == dict(env.task) and isinstance(again["metadata"], ReadOnlyDict)
+    assert isinstance(again, ReadOnlyView) and again is not info["task"]  # a new view per reset, of one task
+    assert again["metadata"] is info["task"]["metadata"] is env.task["metadata"]
+    assert not data_shares_objects(again, info["task"])  # Gymnasium's rule: no dict shared by two infos
+    assert len(again) == 4 and list(again) == list(env.task) and "answer" in again and again.get("x", 1) == 1
+    mine, deep, shallow = dict(info["task"]), copy.deepcopy(info["task"]), copy.copy(info["task"])
+    mine["answer"] = shallow["answer"] = "6"
     deep["metadata"]["terms"].append(4)
-    assert type(deep["metadata"]) is dict and type(deep["metadata"]["terms"]) is list
+    assert type(deep) is dict and type(deep["metadata"]) is dict and type(deep["metadata"]["terms"]) is list
     assert info["task"]["answer"] == "5" and info["task"]["metadata"]["terms"] == [2, 3]
+    loaded = pickle.loads(pickle.dumps(info["task"]))
+    assert type(loaded) is ReadOnlyView and loaded == info["task"] and repr(loaded) == repr(env.task)
 
 
 def test_a_task_given_in_options_is_frozen_as_a_copy():
@@ -107,7 +114,9 @@ def test_a_plain_agent_env_task_is_frozen_too():
     _, info = Own().reset(seed=0)
     with pytest.raises(TypeError, match=READ_ONLY):
         info["task"]["steps"].append(2)
-    assert isinstance(Own().reset()[1]["task"], ReadOnlyDict)
+    env = Own()
+    _, info = env.reset()
+    assert isinstance(info["task"], ReadOnlyView) and isinstance(info["start"].task, ReadOnlyDict)
 
 
 def test_records_with_a_read_only_task_encode_and_decode_as_plain_data():
@@ -119,7 +128,8 @@ def test_records_with_a_read_only_task_encode_and_decode_as_plain_data():
         trajectory = codec.decode(codec.encode(env.trajectory), type=Trajectory)
         assert start == info["start"] and trajectory.task == info["task"] and trajectory.steps == env.trajectory.steps
         assert type(start.task) is dict  # decoded: the receiver's own data
-    assert json.loads(json.dumps(info["task"])) == info["task"]
+    assert json.loads(json.dumps(info["start"].task)) == info["task"]
+    assert json.loads(json.dumps(dict(info["task"]))) == info["task"]  # the view itself is not a dict
 
 
 @given(json_data)

@@ -27,6 +27,7 @@ from agentfly_env.core.types import Step
 from agentfly_env.resources.distributed import make_env_pool
 from agentfly_env.serve.cli import build_parser
 from agentfly_env.serve.cli import main as serve_main
+from agentfly_env.serve.protocol import encode
 from agentfly_env.serve.remote import RemoteEnvError
 
 MATH = "AgentFly/Math-v0"
@@ -36,8 +37,9 @@ BAD_CALL = '<tool_call>{"name": "calculator", "arguments": </tool_call>'  # a pa
 
 
 def as_json(value: Any) -> Any:
-    """``value`` as it crosses the wire: Structs as objects, tuples as lists."""
-    return msgspec.json.decode(msgspec.json.encode(value))
+    """``value`` as it crosses the wire (the server's own encoder): Structs and ``info["task"]``'s view as
+    objects, tuples as lists."""
+    return msgspec.json.decode(encode(value))
 
 
 def local_episode(seed: int = SEED) -> tuple[list[str], list[tuple[Any, ...]], Any]:

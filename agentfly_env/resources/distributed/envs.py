@@ -12,7 +12,8 @@ Example:
     ...     async with make_env_pool("AgentFly/Math-v0", {"difficulty": 0}, backend="local", size=2) as pool:
     ...         async with pool.lease(timeout=30) as env:
     ...             obs, info = await env.areset(seed=5)
-    ...             obs, reward, terminated, truncated, info = await env.astep("<answer>-17</answer>")
+    ...             answer = info["task"]["answer"]
+    ...             obs, reward, terminated, truncated, info = await env.astep(f"<answer>{answer}</answer>")
     ...             return reward
     >>> asyncio.run(one_episode())
     1.0
