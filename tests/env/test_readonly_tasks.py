@@ -12,12 +12,11 @@ import sys
 import msgspec
 import numpy as np
 import pytest
+from gymnasium.utils.passive_env_checker import data_shares_objects
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agentfly_env import ListTasks, ToolEnv, reward
-from gymnasium.utils.passive_env_checker import data_shares_objects
-
 from agentfly_env.core.readonly import ReadOnlyDict, ReadOnlyList, ReadOnlyView, read_only
 from agentfly_env.core.types import EpisodeStart, Trajectory
 
