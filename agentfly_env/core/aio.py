@@ -188,8 +188,9 @@ class _Host:
         _unregister_task(self.task)
 
     def run(self, loop: Any, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        """The coroutine's first step, as this host's task: its result, or :class:`_Running` when it waits
-        on something (this host has become its task, and its loop continues it). Raises what the step raises.
+        """The coroutine's first step, as this host's task: its result, :class:`_Raised` when it raised, or
+        :class:`_Running` when it waits on something (this host has become its task, and its loop continues
+        it). ``KeyboardInterrupt`` and the like propagate at once.
         """
         context = copy_context()
         task = self.task
@@ -198,8 +199,10 @@ class _Host:
             waiting_on = context.run(coroutine.send, None)
         except StopIteration as stop:
             if task.cancelling():  # it cancelled its own task and returned: a task ends cancelled
-                raise asyncio.CancelledError() from None
+                return _Raised(asyncio.CancelledError())
             return stop.value
+        except (Exception, asyncio.CancelledError) as error:
+            return _Raised(error)
         finally:
             _leave_task(loop, task)
         rest = self.rest
@@ -222,22 +225,14 @@ def _hosts_of(loop: Any) -> list[_Host]:
     return free
 
 
-def _run_first_step(loop: Any, coroutine: Coroutine[Any, Any, Any], free: list[_Host]) -> Any:
-    """The coroutine's first step in a host lent from ``free``, the loop's (given back when the step
-    finishes, kept as its task when it suspends): its result, or :class:`_Running`; raises what the step
-    raises."""
-    host = free.pop() if free else _Host(loop)
-    if host.task.cancelling():  # cancelled by someone who kept it from an earlier step: not lent again
-        host = _Host(loop)
-    try:
-        outcome = host.run(loop, coroutine)
-    except BaseException:
-        if not host.task.cancelling():  # a host whose task was asked to cancel is dropped
-            free.append(host)
-        raise
-    if type(outcome) is not _Running:
-        free.append(host)
-    return outcome
+def _lend(loop: Any, free: list[_Host]) -> _Host:
+    """A host from ``free``, the loop's parked ones (a new one when none is left). The lender gives it back
+    to ``free`` when the coroutine it was lent to finishes its first step; one kept as a task is not."""
+    while free:
+        host = free.pop()
+        if not host.task.cancelling():  # a host whose task someone asked to cancel is not lent again
+            return host
+    return _Host(loop)
 
 
 def _settled(loop: Any, outcome: Any) -> asyncio.Future[Any]:
@@ -256,24 +251,30 @@ def _start_all(loop: Any, coroutines: tuple[Coroutine[Any, Any, Any], ...]) -> l
     """Run each coroutine's first step at once, in order, inside the running loop: per coroutine its
     result, :class:`_Raised` or :class:`_Running`.
 
-    The task that called, if any, is set aside meanwhile, as Python 3.12's eager start does.
+    One host serves every coroutine that finishes its first step; the task that called, if any, is set
+    aside meanwhile, as Python 3.12's eager start does.
     """
     outer = _current_task(loop)
     if outer is not None:
         _leave_task(loop, outer)
     outcomes: list[Any] = []
     free = _hosts_of(loop)
+    host = None
     try:
         for coroutine in coroutines:
-            try:
-                outcomes.append(_run_first_step(loop, coroutine, free))
-            except (Exception, asyncio.CancelledError) as error:
-                outcomes.append(_Raised(error))
+            if host is None:
+                host = _lend(loop, free)
+            outcome = host.run(loop, coroutine)
+            if type(outcome) is _Running:
+                host = None
+            outcomes.append(outcome)
     except BaseException:  # KeyboardInterrupt or SystemExit out of a step: the rest never start
         for coroutine in coroutines[len(outcomes) + 1 :]:
             coroutine.close()
         raise
     finally:
+        if host is not None:
+            free.append(host)
         if outer is not None:
             _enter_task(loop, outer)
     return outcomes
@@ -310,16 +311,17 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
         loop._thread_id = _get_ident()
         _set_asyncgen_hooks(*state.hooks)
         _set_running_loop(loop)
+        free = state.hosts
         try:
-            outcome = _run_first_step(loop, coroutine, state.hosts)
-        except (Exception, asyncio.CancelledError) as error:  # (KeyboardInterrupt and the like: at once)
-            outcome = _Raised(error)
+            host = _lend(loop, free)
+            outcome = host.run(loop, coroutine)
         finally:
             loop._thread_id = None
             _set_running_loop(None)
             _set_asyncgen_hooks(*old_hooks)
         if type(outcome) is _Running:  # it waits on something: the loop continues it
             return loop.run_until_complete(outcome.task)
+        free.append(host)
         if loop._stopping or not ((not loop._ready and not loop._scheduled) or _quiet(loop)):
             # Its step left callbacks behind: they run before the call returns, as in the loop's iteration.
             return loop.run_until_complete(_settled(loop, outcome))
