@@ -283,7 +283,9 @@ class TrainConfig(Section):
     """Run the update's forward and backward passes in bfloat16 (torch autocast; weights and optimiser stay float32):
     faster where the hardware computes in bfloat16 (AMX and AVX-512 BF16 CPUs, GPUs). It changes numerics: the
     trained log-probs differ from float32's by ~1e-2, so the policy ratio to the generator's log-probs is not exactly 1
-    at a step's start (``algorithm.is_correction_level`` corrects for that gap). The run's first line says so."""
+    at a step's start (``algorithm.is_correction_level`` corrects for that gap). On a CPU, the attention of the passes
+    with gradients stays in float32 (its bfloat16 backward is the slower one there; about 8% of the update,
+    :func:`~agentfly_train.training.use_float32_attention_gradients`). The run's first line says so."""
     compile: bool = False
     """Compile the policy's decoder layers with ``torch.compile`` for the update (generation stays eager): their
     element-wise work (norms, rotary embeddings, activations, casts) fused. The same maths (tested equal to eager's);

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -136,6 +136,61 @@ class CompiledBlocks:
     ) -> None:
         for block in self.blocks:
             del block.forward
+
+
+#: The attention of a model on a CPU trained in bfloat16 autocast (:func:`use_float32_attention_gradients`).
+FLOAT32_GRADIENT_ATTENTION = "sdpa_float32_gradients"
+
+
+def _sdpa_float32_gradients(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """transformers' SDPA attention, in float32 when autocast is on and gradients will flow through it."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    device = query.device.type
+    if torch.is_grad_enabled() and torch.is_autocast_enabled(device):
+        with torch.autocast(device, enabled=False):
+            return sdpa_attention_forward(module, query.float(), key.float(), value.float(), attention_mask, **kwargs)
+    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+
+def use_float32_attention_gradients(model: nn.Module) -> bool:
+    """Under bfloat16 autocast on a CPU, run the attention of passes that will be differentiated in float32: whether
+    ``model`` (an SDPA ``transformers`` model on a CPU) now does.
+
+    torch's CPU flash attention computes its backward pass more slowly in bfloat16 than in float32, while its
+    forward pass is faster in bfloat16: on a 2-core AMX CPU, one layer of SmolLM2-135M at 4 x 316 tokens takes 4.5 ms
+    forward in bfloat16 against 6.5 ms in float32, and about 20 ms backward against 14.5 ms (torch 2.13, medians of
+    40 interleaved runs). So passes with gradients (the update's) run attention in float32, which is also nearer
+    float32 training's numerics, and passes without (scoring, generation) run it as autocast does: the update takes
+    about 8% less time. On a GPU, bfloat16 flash attention is the fast one, and the model is left as it is.
+
+    Example:
+        >>> from transformers import LlamaConfig, LlamaForCausalLM
+        >>> model = LlamaForCausalLM(LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        ...                                      num_attention_heads=2, vocab_size=64))
+        >>> use_float32_attention_gradients(model), model.config._attn_implementation
+        (True, 'sdpa_float32_gradients')
+        >>> use_float32_attention_gradients(model)  # already
+        False
+    """
+    config = getattr(model, "config", None)
+    on_cpu = all(parameter.device.type == "cpu" for parameter in model.parameters())
+    if config is None or getattr(config, "_attn_implementation", None) != "sdpa" or not on_cpu:
+        return False
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(FLOAT32_GRADIENT_ATTENTION, _sdpa_float32_gradients)
+    AttentionMaskInterface.register(FLOAT32_GRADIENT_ATTENTION, sdpa_mask)  # SDPA's masks, padding included
+    model.set_attn_implementation(FLOAT32_GRADIENT_ATTENTION)
+    return True
 
 
 def chunks(indices: torch.Tensor, size: int) -> list[torch.Tensor]:

@@ -83,7 +83,7 @@ from agentfly_train.run_files import (
     checkpoint_name,
 )
 from agentfly_train.tokens_log import write_token_log
-from agentfly_train.training import Batch, CompiledBlocks, chunks, sequence_logprobs
+from agentfly_train.training import Batch, CompiledBlocks, chunks, sequence_logprobs, use_float32_attention_gradients
 
 logger = logging.getLogger("agentfly.train")
 
@@ -201,6 +201,8 @@ class LocalTrainer:
         self.policy.eval()
         if config.train.gradient_checkpointing:
             self.policy.gradient_checkpointing_enable()
+        #: Whether the update's attention runs in float32 under bf16 autocast (on a CPU, where that is faster).
+        self.float32_attention = config.train.bf16_autocast and use_float32_attention_gradients(self.policy)
         #: The policy's decoder layers compiled for the update (``train.compile``), None when not.
         self.compiled = CompiledBlocks(self.policy) if config.train.compile else None
         self.reference = self._frozen_copy(self.policy) if config.algorithm.kl_coef > 0 else None
@@ -258,6 +260,7 @@ class LocalTrainer:
             f"{config.algo} ({config.estimator}) on {config.env.id} with {config.model.path}: {config.train.steps} "
             f"steps x {config.episodes_per_step} episodes, device {self.device}, generator {self.generator_label}"
             + (", update in bfloat16 autocast" if config.train.bf16_autocast else "")
+            + (" (attention in float32)" if self.float32_attention else "")
             + (", decoder layers compiled for the update" if config.train.compile else "")
         )
 

@@ -11,7 +11,8 @@ in a process of its own (its peak resident memory is its own), one warm-up updat
 - **action tokens, chunked**: the output layer and the softmax only at action tokens, in chunks recomputed in
   the backward pass (:func:`~agentfly_train.training.sequence_logprobs`);
 - **... + bf16 autocast**: the same with the forward and backward in bfloat16 (``train.bf16_autocast``; this CPU
-  has AMX and AVX-512 BF16);
+  has AMX and AVX-512 BF16), the attention of the passes with gradients in float32 (on a CPU, its bfloat16 backward
+  is the slower one); the row **..., bf16 attention** runs that attention in bfloat16 too, as before;
 - **... + activation checkpointing**: the same, keeping only each layer's input for the backward pass and
   recomputing the rest there (``train.gradient_checkpointing``): the same gradients for a second forward pass,
   the memory question's answer.
@@ -29,7 +30,8 @@ Each at ``train.micro_batch_size`` 4 (the demo's) and 16 (the memory question: a
 
 Example:
     >>> [way.name for way in WAYS]  # doctest: +NORMALIZE_WHITESPACE
-    ['whole logits', 'action tokens, chunked', 'action tokens, chunked + bf16 autocast',
+    ['whole logits', 'action tokens, chunked', 'action tokens, chunked + bf16 autocast, bf16 attention',
+     'action tokens, chunked + bf16 autocast',
      'action tokens, chunked + bf16 autocast + activation checkpointing',
      'action tokens, chunked + bf16 autocast + compiled layers']
     >>> [name for name, _ in TRL_WAYS]
@@ -71,11 +73,15 @@ class Way(NamedTuple):
     """``train.gradient_checkpointing``."""
     compiled: bool = False
     """``train.compile``."""
+    bf16_attention: bool = False
+    """Under bf16 autocast, attention with gradients in bfloat16 too, as before issue 26's third stop (the trainer now
+    runs it in float32 on a CPU: :func:`~agentfly_train.training.use_float32_attention_gradients`)."""
 
 
 WAYS = [
     Way("whole logits", chunked=False, bf16=False),
     Way("action tokens, chunked", chunked=True, bf16=False),
+    Way("action tokens, chunked + bf16 autocast, bf16 attention", chunked=True, bf16=True, bf16_attention=True),
     Way("action tokens, chunked + bf16 autocast", chunked=True, bf16=True),
     Way(
         "action tokens, chunked + bf16 autocast + activation checkpointing", chunked=True, bf16=True, checkpointing=True
@@ -157,6 +163,8 @@ def _measure(way: Way, micro: int, episodes: int, repeats: int, out: Any) -> Non
 
     if not way.chunked:  # the update as it was: the model's whole logits
         local.sequence_logprobs = _whole_logits_logprobs
+    if way.bf16_attention:  # attention as autocast has it
+        local.use_float32_attention_gradients = lambda model: False
     config = Config.load("calculator")
     config.out_dir = tempfile.mkdtemp()
     config.rollout = msgspec.structs.replace(config.rollout, generator="transformers")
@@ -195,11 +203,17 @@ def run(
     quick: bool,
     *,
     micro_batches: tuple[int, ...] = MICRO_BATCHES,
-    ways: list[Way] = WAYS,
-    trl_ways: list[tuple[str, bool]] = TRL_WAYS,
+    ways: list[Way | str] = WAYS,
+    trl_ways: list[tuple[str, bool] | str] = TRL_WAYS,
     episodes: int | None = None,
 ) -> dict[str, Any]:
-    """Each way (ours, then TRL's where its venv is) at each micro-batch size; the median update of each."""
+    """Each way (ours, then TRL's where its venv is) at each micro-batch size; the median update of each.
+
+    ``ways`` and ``trl_ways`` may name the ways to run (``--suite-options '{"ways": ["whole logits", ...]}'``); the
+    first of ours is the base of the ratios.
+    """
+    ways = [next(known for known in WAYS if known.name == way) if isinstance(way, str) else way for way in ways]
+    trl_ways = [(way, dict(TRL_WAYS)[way]) if isinstance(way, str) else way for way in trl_ways]
     episodes, repeats = (episodes or 8, 1) if quick else (episodes or 32, 2)
     trl_python = peer_python("trl", "AGENTFLY_TRL_PYTHON")
     trl_versions = None

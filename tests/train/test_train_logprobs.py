@@ -64,7 +64,7 @@ def test_a_bf16_autocast_update_says_so_and_stays_near_float32(tokenizer, tmp_pa
 
     config = shout_config("grpo", tmp_path, steps=1, epochs=1, bf16_autocast=True)
     trainer = LocalTrainer(config, model=tiny_model(tokenizer), tokenizer=tokenizer, env_fn=ShoutEnv)
-    assert trainer.describe().endswith("update in bfloat16 autocast")
+    assert trainer.describe().endswith("update in bfloat16 autocast (attention in float32)")
     batch = Batch.from_episodes(trainer.rollout.run([1, 2], sample_seed=0).episodes, trainer.pad_id, trainer.device)
     ids, attention, mask = batch.slice(torch.arange(len(batch)))
     with torch.no_grad():
@@ -78,6 +78,48 @@ def test_a_bf16_autocast_update_says_so_and_stays_near_float32(tokenizer, tmp_pa
     assert torch.isfinite(torch.tensor(metrics["policy_loss"])) and metrics["grad_norm"] > 0
     assert any(not torch.equal(a, b) for a, b in zip(before, trainer.policy.parameters(), strict=True))
     trainer.close()
+
+
+def test_under_bf16_autocast_on_a_cpu_attention_with_gradients_runs_in_float32_and_keeps_its_masks(tokenizer):
+    """``use_float32_attention_gradients``: under bfloat16 autocast a pass with gradients gets float32 attention (its
+    output is float32), one without gets autocast's bfloat16, bit for bit what plain SDPA computes; outside autocast
+    nothing changes. Padding stays masked: a left-padded row's log-probs are the row's own."""
+    from agentfly_train.training import FLOAT32_GRADIENT_ATTENTION, use_float32_attention_gradients
+
+    model = tiny_model(tokenizer)
+    plain = tiny_model(tokenizer)  # the same weights (same seed), plain SDPA
+    assert use_float32_attention_gradients(model) and not use_float32_attention_gradients(model)
+    assert model.config._attn_implementation == FLOAT32_GRADIENT_ATTENTION
+    assert plain.config._attn_implementation == "sdpa"
+    seen: list[torch.dtype] = []  # the attention's output, as the output projection receives it
+    for layer in (*model.model.layers, *plain.model.layers):
+        layer.self_attn.o_proj.register_forward_pre_hook(lambda module, args: seen.append(args[0].dtype))
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, model.config.vocab_size, (2, 24), generator=generator)
+    attention = torch.ones_like(ids)
+    attention[1, :9] = 0  # row 1 left-padded: its real tokens must not see the first 9
+    mask = attention[:, 1:].float()
+    mask[1, :9] = 0
+
+    def logprobs(net, grad, autocast, rows=slice(None)):
+        seen.clear()
+        with torch.set_grad_enabled(grad), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            return sequence_logprobs(net, ids[rows], attention[rows], mask[rows], 1.0)
+
+    with_grad = logprobs(model, True, True)
+    assert set(seen) == {torch.float32}
+    (with_grad * mask).sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    assert torch.equal(logprobs(model, False, True), logprobs(plain, False, True))
+    assert set(seen) == {torch.bfloat16}
+    assert torch.equal(logprobs(model, True, False).detach(), logprobs(plain, True, False).detach())
+    assert set(seen) == {torch.float32}
+    exact = logprobs(plain, False, False)
+    assert ((with_grad.detach() - exact).abs() * mask).max() < 0.1
+    padded = logprobs(model, True, True, slice(1, 2))[:, 9:]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        unpadded = sequence_logprobs(model, ids[1:, 9:], attention[1:, 9:], mask[1:, 9:], 1.0)
+    assert torch.allclose(padded, unpadded, atol=1e-4)
 
 
 def test_a_compiled_update_computes_what_the_eager_one_does_and_generation_stays_eager(tokenizer, tmp_path):
