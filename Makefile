@@ -41,8 +41,8 @@ system-deps:
 
 # The main job: the bundled SmolLM2-135M learns to use a calculator over turns (Math-v0, 3-digit
 # multiplication): a short warm start on the env's expert, then GRPO; held-out success before, after the
-# warm start and after RL, and runs/calculator/reward_curve.png. 7 min 11 s on a 2-core CPU once set up (the venv and the
-# model's one-time conversion come first on a fresh machine).
+# warm start and after RL, and runs/calculator/reward_curve.png. 5-7 minutes on a 2-core CPU once set up (the venv
+# and the model's one-time conversion come first on a fresh machine).
 demo: setup
 	$(VENV)/bin/agentfly-train --config calculator
 
