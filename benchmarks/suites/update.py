@@ -199,6 +199,13 @@ def _ours(way: Way, micro: int, episodes: int, repeats: int) -> dict[str, Any]:
     return result
 
 
+def _named(known: dict[str, Any], name: str) -> Any:
+    """The way called ``name``; an unknown name is a ``ValueError`` listing the names there are."""
+    if name not in known:
+        raise ValueError(f"no update way is called {name!r}; the ways are: {', '.join(map(repr, known))}")
+    return known[name]
+
+
 def run(
     quick: bool,
     *,
@@ -212,8 +219,9 @@ def run(
     ``ways`` and ``trl_ways`` may name the ways to run (``--suite-options '{"ways": ["whole logits", ...]}'``); the
     first of ours is the base of the ratios.
     """
-    ways = [next(known for known in WAYS if known.name == way) if isinstance(way, str) else way for way in ways]
-    trl_ways = [(way, dict(TRL_WAYS)[way]) if isinstance(way, str) else way for way in trl_ways]
+    ours, trl = {way.name: way for way in WAYS}, {name: (name, bf16) for name, bf16 in TRL_WAYS}
+    ways = [_named(ours, way) if isinstance(way, str) else way for way in ways]
+    trl_ways = [_named(trl, way) if isinstance(way, str) else way for way in trl_ways]
     episodes, repeats = (episodes or 8, 1) if quick else (episodes or 32, 2)
     trl_python = peer_python("trl", "AGENTFLY_TRL_PYTHON")
     trl_versions = None

@@ -26,6 +26,13 @@ def test_the_peer_batch_is_our_batch_split_at_the_prompt(tmp_path):
         assert statistics.mean(advantages) == pytest.approx(0.0, abs=1e-6)
 
 
+def test_ways_are_picked_by_name_and_an_unknown_name_lists_the_known_ones():
+    with pytest.raises(ValueError, match="'whole logits'"):
+        update.run(quick=True, ways=["whole logit"])
+    with pytest.raises(ValueError, match="TRL GRPOTrainer"):
+        update.run(quick=True, ways=[], trl_ways=["TRL"])
+
+
 def test_without_trl_the_suite_says_how_to_get_it(monkeypatch, capsys):
     monkeypatch.setenv("AGENTFLY_TRL_PYTHON", "/nonexistent/python")
     results = update.run(quick=True, ways=[])
