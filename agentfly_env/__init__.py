@@ -12,7 +12,7 @@ Importing the package registers the ``AgentFly/*`` ids of every installed env su
 """
 
 from agentfly_env.core.aio import run_sync
-from agentfly_env.core.env import AgentEnv, EnvStateError
+from agentfly_env.core.env import AgentEnv, EnvStateError, OptionsError
 from agentfly_env.core.spaces import TextSpace, ToolCallSpace
 from agentfly_env.core.tasks import ListTasks, TaskSource, load_jsonl_tasks
 from agentfly_env.core.types import Message, ParseError, ParseResult, Step, ToolCall, ToolResult, Trajectory
@@ -30,6 +30,7 @@ __all__ = [
     "AgentEnv",
     "AgentVectorEnv",
     "EnvStateError",
+    "OptionsError",
     "ListTasks",
     "Message",
     "ParseError",

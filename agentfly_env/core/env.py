@@ -58,6 +58,22 @@ class EnvStateError(RuntimeError):
     """The env was used out of order: stepped before ``reset`` or after its episode ended."""
 
 
+class OptionsError(ValueError):
+    """A reset's ``options`` ask for what the env does not have (a task index out of range, a field of the
+    wrong type): the caller's mistake, not the env's failure; the env stays usable.
+
+    Example:
+        >>> OptionsError("task_index", "7 is outside 0..3")
+        OptionsError("options['task_index']: 7 is outside 0..3")
+        >>> _.option
+        'task_index'
+    """
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(f"options[{option!r}]: {message}")
+        self.option = option
+
+
 class AgentEnv(gym.Env[str, str]):
     """A multi-turn text env with native async ``areset``/``astep``.
 
@@ -131,9 +147,7 @@ class AgentEnv(gym.Env[str, str]):
         if self._closed:
             raise EnvStateError(f"{self.env_id}: reset() after close()")
         super().reset(seed=seed)
-        if self._episode_open:
-            await self._finish_episode()
-        self.turn = 0
+        await self.aend_episode()  # a reset that fails leaves no episode to step
         observation, info = await self._reset(seed, dict(options or {}))
         observation = truncate_text(observation, self.max_observation_chars)
         task = read_only(info.get("task", _NO_TASK))
@@ -184,6 +198,18 @@ class AgentEnv(gym.Env[str, str]):
             self._needs_reset = True
             await self._finish_episode()
         return record.observation, record.reward, record.terminated, record.truncated, info
+
+    async def aend_episode(self) -> None:
+        """End the open episode, if any, and forget it: until the next ``reset`` a step raises
+        :class:`EnvStateError`, and ``turn`` and ``trajectory`` start over.
+
+        Env pools call it before they lend an env again, so an episode that one user left open never
+        passes to the next (who could otherwise step it, and collect its reward, without a reset).
+        """
+        self._needs_reset = True
+        self.turn = 0
+        self.trajectory = None
+        await self._finish_episode()
 
     async def aclose(self) -> None:
         """End the episode, release everything; a second call does nothing."""

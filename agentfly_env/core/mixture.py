@@ -134,6 +134,13 @@ class MixtureEnv(AgentEnv):
         self._mirror()
         return result
 
+    async def aend_episode(self) -> None:
+        if self.active is not None:
+            await self.active.aend_episode()
+            self._mirror()
+        else:
+            await super().aend_episode()
+
     def _mirror(self) -> None:
         """What readers of the mixture see is the active component's state."""
         active = self.active

@@ -33,6 +33,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from agentfly_env.core.env import OptionsError
 from agentfly_env.core.readonly import read_only
 
 #: The task fields that give its solution away, in every env: the gold answer (Math's ``answer``, Search's
@@ -59,16 +60,24 @@ class TaskSource(abc.ABC):
         return self[int(rng.integers(len(self)))]
 
     def select(self, options: Mapping[str, Any], rng: np.random.Generator) -> dict[str, Any]:
-        """The task that reset ``options`` ask for: ``{"task": {...}}``, ``{"task_index": i}``, or a sample."""
+        """The task that reset ``options`` ask for: ``{"task": {...}}``, ``{"task_index": i}``, or a sample.
+
+        Raises:
+            OptionsError: A ``task`` that is not a task object with a ``prompt``, a ``task_index`` that is not
+                an integer of the source's range.
+        """
         if "task" in options:
-            if "prompt" not in options["task"]:
-                raise ValueError("options['task'] must have a 'prompt' field")
-            return read_only(options["task"])  # a frozen copy: the caller's dict stays theirs
+            task = options["task"]
+            if not isinstance(task, Mapping) or not isinstance(task.get("prompt"), str):
+                raise OptionsError("task", "must be a task object with a 'prompt' string")
+            return read_only(task)  # a frozen copy: the caller's dict stays theirs
         if "task_index" in options:
-            index = int(options["task_index"])
+            index = options["task_index"]
+            if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+                raise OptionsError("task_index", f"must be an integer, got {index!r}")
             if not 0 <= index < len(self):
-                raise IndexError(f"task_index {index} is outside 0..{len(self) - 1}")
-            return self[index]
+                raise OptionsError("task_index", f"{index} is outside 0..{len(self) - 1}")
+            return self[int(index)]
         return self.sample(rng)
 
 

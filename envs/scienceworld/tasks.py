@@ -32,6 +32,7 @@ import numpy as np
 from scienceworld.constants import TASKS
 from scienceworld.utils import infer_task
 
+from agentfly_env.core.env import OptionsError
 from agentfly_env.core.tasks import TaskSource
 
 __all__ = [
@@ -199,16 +200,36 @@ class ScienceWorldTasks(TaskSource):
         return self.task(self.names[which], choices[int(rng.integers(len(choices)))])
 
     def select(self, options: Mapping[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+        """As :meth:`TaskSource.select`, and ``{"task_name": ..., "variation": ...}`` (a variation of the split
+        drawn when none is given); ``options["task"]`` is a task dict as in ``info["task"]``.
+
+        Raises:
+            OptionsError: An unknown task, a variation that is not an integer of the task's range.
+        """
         if "task_name" in options:
-            name = resolve_task(options["task_name"])
-            if "variation" in options:
-                variation = options["variation"]
-                if isinstance(variation, bool) or not isinstance(variation, (int, np.integer)):
-                    raise TypeError(f"variation must be an int, got {variation!r}")
-                return self.task(name, int(variation))
-            choices = variations(name).split(self.split)
-            return self.task(name, choices[int(rng.integers(len(choices)))])
+            try:
+                name = resolve_task(options["task_name"])
+            except ValueError as error:
+                raise OptionsError("task_name", str(error)) from None
+            if "variation" not in options:
+                choices = variations(name).split(self.split)
+                return self.task(name, choices[int(rng.integers(len(choices)))])
+            return self._variation(name, options["variation"], "variation")
         if "task" in options:
             given = options["task"]
-            return self.task(given["task_name"], int(given["variation"]))
+            if not isinstance(given, Mapping) or "task_name" not in given:
+                raise OptionsError("task", "must be a task object with 'task_name' and 'variation', as info['task']")
+            try:
+                name = resolve_task(given["task_name"])
+            except ValueError as error:
+                raise OptionsError("task", str(error)) from None
+            return self._variation(name, given.get("variation"), "task")
         return super().select(options, rng)
+
+    def _variation(self, name: str, variation: Any, option: str) -> dict[str, Any]:
+        if isinstance(variation, bool) or not isinstance(variation, (int, np.integer)):
+            raise OptionsError(option, f"the variation must be an integer, got {variation!r}")
+        try:
+            return self.task(name, int(variation))
+        except ValueError as error:
+            raise OptionsError(option, str(error)) from None

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from agentfly_env.core.env import OptionsError
 from agentfly_env.core.tasks import TaskSource
 from agentfly_envs.webshop.products import DataError
 
@@ -223,5 +224,5 @@ class GoalTasks(TaskSource):
         """As :meth:`TaskSource.select`; an ``options["task"]`` must carry a ``goal``."""
         task = super().select(options, rng)
         if "goal" not in task:
-            raise ValueError("options['task'] must have a 'goal' (a goal dict as in info['task']['goal'])")
+            raise OptionsError("task", "must have a 'goal' (a goal dict as in info['task']['goal'])")
         return task

@@ -16,7 +16,7 @@ from gymnasium.utils.passive_env_checker import data_shares_objects
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentfly_env import ListTasks, ToolEnv, reward
+from agentfly_env import ListTasks, OptionsError, ToolEnv, reward
 from agentfly_env.core.readonly import ReadOnlyDict, ReadOnlyList, ReadOnlyView, read_only
 from agentfly_env.core.types import EpisodeStart, Trajectory
 
@@ -180,3 +180,25 @@ def test_draws_cover_every_task_and_stay_in_range():
     drawn = [tasks.sample(rng)["id"] for _ in range(700)]
     assert set(drawn) == {str(n) for n in range(7)}
     assert max(drawn.count(str(n)) for n in range(7)) < 140  # about 100 each
+
+
+OPTION_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["prompt", "id", "x"]), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(options=st.dictionaries(st.sampled_from(["task", "task_index", "seed", "other"]), OPTION_VALUES, max_size=3))
+def test_reset_options_give_a_task_or_an_options_error_naming_the_option(options):
+    tasks = ListTasks([{"prompt": "first"}, {"prompt": "second"}])
+    try:
+        task = tasks.select(options, np.random.default_rng(0))
+    except OptionsError as error:
+        assert error.option in options and error.option in str(error)
+    else:
+        assert isinstance(task["prompt"], str)
+        if "task_index" in options and "task" not in options:
+            assert task["prompt"] == ("first", "second")[options["task_index"]]

@@ -19,6 +19,7 @@ import pytest
 import ray
 from ray.exceptions import RayActorError
 
+from agentfly_env.core.env import EnvStateError
 from agentfly_env.core.types import ToolCall
 from agentfly_env.resources.distributed import (
     ActorPlacementError,
@@ -235,3 +236,17 @@ def test_bad_arguments_are_refused_before_any_env_is_made():
         make_env_pool(ENV_ID, backend="local", size=1, max_use=3)
     with pytest.raises(ValueError, match="call_timeout_s must be > 0"):
         make_env_pool(ENV_ID, backend="ray", size=1, ray_options={"call_timeout_s": 0})
+
+
+async def test_an_episode_left_open_is_ended_before_its_env_is_lent_again(backend):
+    """The next leaser of an env cannot step (and collect the reward of) the episode its last user left open."""
+    async with make_env_pool(ENV_ID, ENV_KWARGS, backend=backend, size=1) as pool:
+        async with pool.lease(timeout=60) as env:
+            _, info = await env.areset(seed=1)  # and left open
+        answer = f"<answer>{info['task']['answer']}</answer>"
+        async with pool.lease(timeout=60) as env:
+            with pytest.raises(EnvStateError, match="reset"):
+                await env.astep(answer)
+            await env.areset(seed=1)
+            assert (await env.astep(answer))[1] == 1.0  # its own episode plays as usual
+    assert (pool.stats().created, pool.stats().failures) == (1, 0)

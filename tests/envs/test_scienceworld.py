@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfly_env
+from agentfly_env.core.env import OptionsError
 from agentfly_env.resources.pool import ResourceManager
 from agentfly_envs.scienceworld import (
     ENGINE_POOL,
@@ -75,10 +76,17 @@ def test_task_source_indexing_sampling_and_selection():
     assert all(tasks.select({}, np.random.default_rng(s))["split"] == "test" for s in range(10))
     chosen = tasks.select({"task_name": "1-4", "variation": 3}, np.random.default_rng(0))
     assert (chosen["task_name"], chosen["variation"], chosen["split"]) == ("change-the-state-of-matter-of", 3, "train")
-    with pytest.raises(ValueError, match="variations 0..29"):
-        tasks.select({"task_name": "boil", "variation": 30}, np.random.default_rng(0))
-    with pytest.raises(TypeError):
-        tasks.select({"task_name": "boil", "variation": "3"}, np.random.default_rng(0))
+    # what reset options ask for that is not there is the caller's mistake, named by its option
+    for options, option in (
+        ({"task_name": "boil", "variation": 30}, "variation"),
+        ({"task_name": "boil", "variation": "3"}, "variation"),
+        ({"task_name": "fly"}, "task_name"),
+        ({"task": {"task_name": "boil"}}, "task"),
+        ({"task": "boil/3"}, "task"),
+    ):
+        with pytest.raises(OptionsError, match=option) as refused:
+            tasks.select(options, np.random.default_rng(0))
+        assert refused.value.option == option
     with pytest.raises(ValueError, match="split"):
         ScienceWorldTasks(split="validation")
 

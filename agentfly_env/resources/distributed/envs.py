@@ -80,7 +80,8 @@ def make_env_pool(
         if ray_options is not None:
             raise ValueError("ray_options only apply to backend='ray'")
         # gym.make can load data (task sets, indexes): build envs off the event loop.
-        spec = ResourceSpec(create=make, destroy=_close_env, blocking=True)
+        # Ended before it is lent again: an episode one user left open never passes to the next.
+        spec = ResourceSpec(create=make, reset=_end_episode, destroy=_close_env, blocking=True)
     elif backend == "ray":
         if importlib.util.find_spec("ray") is None:
             raise ImportError("backend='ray' needs Ray: pip install 'agentfly-gym[ray]'")
@@ -90,6 +91,10 @@ def make_env_pool(
     else:
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
     return ResourcePool(spec, config, name=f"{backend}:{env_id}")
+
+
+async def _end_episode(env: AgentEnv) -> None:
+    await env.aend_episode()
 
 
 async def _close_env(env: AgentEnv) -> None:

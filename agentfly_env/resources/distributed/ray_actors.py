@@ -155,6 +155,12 @@ class EnvActor:
         """Where the actor runs; answering at all is the health check."""
         return self.location
 
+    async def ready(self) -> dict[str, Any]:
+        """End the env's open episode, if any (:meth:`~agentfly_env.core.env.AgentEnv.aend_episode`), and
+        answer as :meth:`ping` does: the pool's check before it lends the env again."""
+        await self.env.aend_episode()
+        return self.location
+
     async def areset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
         return await self.env.areset(seed=seed, options=options)
 
@@ -229,12 +235,13 @@ class RayEnvHandle:
             ) from None
 
     async def healthy(self) -> bool:
-        """Whether the actor answers a ping within ``check_timeout_s`` (the pool's check before reuse)."""
+        """Whether the actor answers within ``check_timeout_s`` (the pool's check before reuse), having ended
+        the episode its last user left open, so the next one cannot step it without a reset."""
         if self.broken:
             return False
         try:
             async with asyncio.timeout(self._options.check_timeout_s):
-                await self.actor.ping.remote()
+                await self.actor.ready.remote()
         except (self._actor_error, TimeoutError) as error:
             logger.warning("%r failed its health check: %s", self, str(error) or "no answer in time")
             self.broken = True
@@ -306,10 +313,8 @@ def _readable(resources: Mapping[str, float]) -> dict[str, float]:
 
 
 def ray_env_spec(env_id: str, env_kwargs: Mapping[str, Any], options: RayEnvOptions) -> ResourceSpec[RayEnvHandle]:
-    """The pool hooks for env actors: start (placement-bounded), ping before reuse, close and kill.
-
-    No reset hook: the next lease's ``areset`` starts the episode over anyway.
-    """
+    """The pool hooks for env actors: start (placement-bounded), before reuse one round trip that ends the
+    last user's episode and shows the actor alive (:meth:`RayEnvHandle.healthy`), close and kill."""
     return ResourceSpec(
         create=functools.partial(create_env_actor, env_id, env_kwargs, options),
         check=RayEnvHandle.healthy,
