@@ -9,11 +9,13 @@ run in venvs of their own (``make peers``: ``.venv-peers/NAME``), driven as chil
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import subprocess
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +28,17 @@ from agentfly_bench.suites.serve import openenv_python
 from agentfly_env.serve.server import ServeConfig, create_app, make_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-__all__ = ["REPO_ROOT", "Served", "openenv_python", "peer_python", "run_in_openenv", "run_in_peer", "serving"]
+__all__ = [
+    "REPO_ROOT",
+    "WS_UPGRADE",
+    "Served",
+    "http_request",
+    "openenv_python",
+    "peer_python",
+    "run_in_openenv",
+    "run_in_peer",
+    "serving",
+]
 
 
 def run_in_peer(python: Path | None, script: str | Path, *args: str, env: dict[str, str] | None = None) -> str:
@@ -48,6 +60,36 @@ def run_in_peer(python: Path | None, script: str | Path, *args: str, env: dict[s
 def run_in_openenv(script: str, *args: str) -> Any:
     """Run ``script`` (a path from the repository root) in openenv's own venv; the JSON it prints."""
     return json.loads(run_in_peer(openenv_python(), script, *args))
+
+
+def http_request(
+    url: str, method: str = "GET", path: str = "/", headers: dict[str, str] | None = None, body: bytes = b""
+) -> tuple[int, bytes]:
+    """One request as sent, headers and all (a ``Host`` of the test's choosing), to the server at ``url``:
+    its status and body. A WebSocket handshake is a GET with :data:`WS_UPGRADE` (101 when accepted)."""
+    address = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
+    try:
+        headers = dict(headers or {})
+        connection.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        if body or method in ("POST", "PUT", "PATCH"):
+            connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body or None)
+        reply = connection.getresponse()
+        return reply.status, b"" if reply.status == 101 else reply.read()
+    finally:
+        connection.close()
+
+
+#: The headers of a WebSocket handshake (RFC 6455's example key).
+WS_UPGRADE = {
+    "Upgrade": "websocket",
+    "Connection": "Upgrade",
+    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Version": "13",
+}
 
 
 class Served:

@@ -5,9 +5,11 @@ Example:
 
 then ``GenericEnvClient(base_url="http://127.0.0.1:8000")`` (openenv) or
 ``gym.make("AgentFly/Remote-v0", url="http://127.0.0.1:8000")`` plays it. The server listens on
-loopback unless ``--allow-remote`` is given; ``--token`` (or ``AGENTFLY_SERVE_TOKEN``) makes every
-route but ``/health`` require ``Authorization: Bearer <token>``. ``--mcp`` serves the env's tools
-over MCP on stdin/stdout instead (:mod:`agentfly_env.serve.mcp`).
+loopback and answers only requests addressed to loopback or ``localhost``, from no web page of another
+origin (:mod:`agentfly_env.serve.guard`); ``--allow-remote`` lets it listen on another address and answer
+any ``Host``, ``--allow-host`` and ``--allow-origin`` add one name or origin; ``--token`` (or
+``AGENTFLY_SERVE_TOKEN``) makes every route but ``/health`` require ``Authorization: Bearer <token>``.
+``--mcp`` serves the env's tools over MCP on stdin/stdout instead (:mod:`agentfly_env.serve.mcp`).
 
 A reset's ``info["task"]`` goes out without the task's gold fields (its answer, hidden tests, target:
 :data:`~agentfly_env.core.tasks.GOLD_FIELDS`), so a client that shows the info to an agent leaks nothing; the
@@ -21,31 +23,15 @@ import argparse
 import asyncio
 import gc
 import importlib
-import ipaddress
 import json
 import os
 import sys
 
+import gymnasium as gym
+
 import agentfly_env  # noqa: F401  (registers the ids)
+from agentfly_env.serve.guard import add_guard_arguments, bind_refusal, is_loopback
 from agentfly_env.serve.server import ServeConfig, create_app, make_server
-
-LOOPBACK_NAMES = ("localhost",)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (or ``localhost``).
-
-    Example:
-        >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("0.0.0.0")
-        (True, True, False)
-    """
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
 
 #: The cyclic GC's thresholds while serving (Python's defaults: 700, 10, 10).
 SERVING_GC_THRESHOLDS = (100_000, 50, 10)
@@ -76,9 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env-kwargs", type=json.loads, default={}, help="JSON object of gym.make keyword arguments")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument(
-        "--allow-remote", action="store_true", help="allow a --host that is not loopback (use --token with it)"
-    )
+    add_guard_arguments(parser)
     parser.add_argument("--max-sessions", type=int, default=defaults.max_sessions, help="envs alive at once")
     parser.add_argument("--max-queue", type=int, default=defaults.max_queue, help="sessions that may wait for an env")
     parser.add_argument("--queue-timeout", type=float, default=defaults.queue_timeout_s, help="seconds a session waits")
@@ -110,19 +94,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     module, _, env_id = args.env_id.rpartition(":")
-    if module:
-        importlib.import_module(module)  # registers the id
+    try:
+        if module:
+            importlib.import_module(module)  # registers the id
+        gym.spec(env_id)
+    except (ImportError, gym.error.Error) as error:
+        print(f"agentfly-serve: {error}", file=sys.stderr)
+        return 2
     if args.mcp:
         from agentfly_env.serve.mcp import serve_stdio
 
         asyncio.run(serve_stdio(env_id, args.env_kwargs, seed=args.seed))
         return 0
-    if not is_loopback(args.host) and not args.allow_remote:
-        print(
-            f"agentfly-serve: {args.host} is not a loopback address; pass --allow-remote to serve other "
-            "machines (and --token to require a bearer token)",
-            file=sys.stderr,
-        )
+    refusal = bind_refusal("agentfly-serve", args.host, args.allow_remote)
+    if refusal:
+        print(f"{refusal} (and --token to require a bearer token)", file=sys.stderr)
         return 2
     if not is_loopback(args.host) and not args.token:
         print(f"agentfly-serve: serving {args.host} without --token: anyone who reaches it can play", file=sys.stderr)
@@ -135,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         token=args.token,
         send_gold=args.send_gold,
         compression=args.compression,
+        allow_remote=args.allow_remote,
+        allowed_hosts=tuple(args.allow_host),
+        allowed_origins=tuple(args.allow_origin),
     )
     app = create_app(env_id, args.env_kwargs, config)
     tune_gc_for_serving()

@@ -27,7 +27,7 @@ as JSON, with ``info["start"]`` and ``info["step"]`` the :class:`~agentfly_env.c
 :class:`~agentfly_env.core.types.Step` records; JSON has no tuples, so tuples in ``info`` arrive as lists.
 
 This module is the codec, shared by the server (:mod:`agentfly_env.serve.server`) and the client env
-(:mod:`agentfly_env.serve.remote`); it needs msgspec only. :func:`decode_message` never raises anything but
+(:mod:`agentfly_env.serve.remote`); it needs msgspec and numpy only. :func:`decode_message` never raises anything but
 :class:`ProtocolError`, whatever the bytes.
 
 Example:
@@ -46,6 +46,8 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
+
+from agentfly_env.serve.guard import MAX_JSON_DEPTH, json_too_deep
 
 __all__ = [
     "Action",
@@ -214,6 +216,8 @@ def decode_frame(frame: str | bytes) -> dict[str, Any]:
         message = _json_decoder.decode(frame)
     except (msgspec.DecodeError, UnicodeDecodeError) as error:
         raise ProtocolError(ErrorCode.INVALID_JSON, f"invalid JSON: {error}") from None
+    except RecursionError:
+        raise ProtocolError(ErrorCode.VALIDATION_ERROR, "the JSON is nested too deep to read") from None
     if not isinstance(message, dict):
         raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"a message is a JSON object, got {type(message).__name__}")
     return message
@@ -224,8 +228,12 @@ def decode_message(frame: str | bytes) -> Request:
 
     Raises:
         ProtocolError: ``INVALID_JSON``, ``UNKNOWN_TYPE`` (no or an unknown ``type``) or
-            ``VALIDATION_ERROR`` (fields missing, of the wrong type, or unknown where OpenEnv forbids them).
+            ``VALIDATION_ERROR`` (fields missing, of the wrong type, or unknown where OpenEnv forbids them;
+            JSON nested deeper than :data:`~agentfly_env.serve.guard.MAX_JSON_DEPTH`, which HTTP bodies are
+            held to as well).
     """
+    if json_too_deep(frame):
+        raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"the message is nested deeper than {MAX_JSON_DEPTH} levels")
     message = decode_frame(frame)
     kind = message.get("type")
     if kind not in _REQUEST_TYPES:

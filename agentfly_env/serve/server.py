@@ -29,10 +29,15 @@ client that leaves the queue takes no env; frames sent while queued are answered
 Frames that are not JSON, not a known message or not a valid one get an error frame and the session
 goes on; a frame over ``max_message_bytes`` closes it with code 1009 (the WebSocket code for a message
 too big). Whatever ends a session (a close message, a disconnect, even mid-step, a refusal, the server
-stopping), its env goes back to the pool, reset by the next lease; an env that raised something other
-than a usage error is destroyed instead of reused.
+stopping), its env goes back to the pool, whose next lease first ends the episode it left open (so no
+session steps another's); an env that raised something other than a usage error is destroyed instead of
+reused.
 
-With ``token`` set, every route but ``/health`` needs ``Authorization: Bearer <token>``.
+Every request passes the request guard first (:mod:`agentfly_env.serve.guard`): a ``Host`` that is not
+loopback (unless ``allow_remote``), a cross-origin ``Origin`` (a web page's WebSocket or POST), a body that
+is not JSON, over ``max_message_bytes`` or nested too deep, are refused before a route sees them. With
+``token`` set, every route but ``/health`` also needs ``Authorization: Bearer <token>``. A client's mistake
+(reset options the env refuses, a bad field) is a 4xx naming the field, and the env goes on serving.
 
 The task's gold fields (:data:`~agentfly_env.core.tasks.GOLD_FIELDS`: its answer, hidden tests, target...) stay
 on the server: a reset's ``info["task"]`` and ``info["start"].task`` go out without them, since a client may
@@ -60,12 +65,13 @@ import gymnasium as gym
 import msgspec
 from gymnasium.envs.registration import load_env_creator
 
-from agentfly_env.core.env import AgentEnv, EnvStateError
+from agentfly_env.core.env import AgentEnv, EnvStateError, OptionsError
 from agentfly_env.core.tasks import GOLD_FIELDS
 from agentfly_env.core.types import EpisodeStart
 from agentfly_env.extras import requires_extra
 from agentfly_env.resources.distributed import make_env_pool
 from agentfly_env.resources.pool import PoolClosedError, PoolTimeoutError, ResourcePool
+from agentfly_env.serve.guard import GuardRules, RequestGuard
 from agentfly_env.serve.mcp import ToolSession, answer
 from agentfly_env.serve.protocol import (
     Action,
@@ -108,7 +114,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: WebSocket close codes (RFC 6455).
-CLOSE_NORMAL, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_TRY_AGAIN = 1000, 1008, 1009, 1013
+CLOSE_NORMAL, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_INTERNAL, CLOSE_TRY_AGAIN = 1000, 1008, 1009, 1011, 1013
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,10 @@ class ServeConfig:
         compression: Accept WebSocket per-message deflate from the clients that offer it (Remote-v0 and
             OpenEnv's client do). Off by default: frames are small JSON, and each compressed session holds
             about 40 KiB of zlib state on the server and spends CPU on every frame.
+        allow_remote: Answer any ``Host`` header (a server listening beyond loopback on purpose; set a token).
+        allowed_hosts: ``Host`` names to answer besides loopback and ``localhost``.
+        allowed_origins: Web origins whose pages may call the server (none by default: a browser page of
+            another origin is refused, since any site the user visits could otherwise play or reset).
     """
 
     max_sessions: int = 256
@@ -139,6 +149,19 @@ class ServeConfig:
     token: str | None = None
     send_gold: bool = False
     compression: bool = False
+    allow_remote: bool = False
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+
+    @property
+    def guard(self) -> GuardRules:
+        """The request guard's rules (:mod:`agentfly_env.serve.guard`), the body bounded as a frame is."""
+        return GuardRules(
+            max_body_bytes=self.max_message_bytes,
+            allow_remote=self.allow_remote,
+            allowed_hosts=self.allowed_hosts,
+            allowed_origins=self.allowed_origins,
+        )
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1 or self.max_queue < 0 or self.max_message_bytes < 1:
@@ -226,7 +249,10 @@ class _Session:
         return uuid.uuid4().hex
 
     async def reset(self, request: ResetRequest) -> dict[str, Any]:
-        observation, info = await self._call(self.env.areset(seed=request.seed, options=request.options))
+        # What an env refuses in a reset's options (a key it lacks, a value of the wrong type) is the caller's
+        # mistake, not the env failing: a validation error naming the options, and the env goes on.
+        refused = (LookupError, TypeError, ValueError) if request.options else ()
+        observation, info = await self._call(self.env.areset(seed=request.seed, options=request.options), refused)
         self.episode_id = request.episode_id or uuid.uuid4().hex
         return observation_frame(observation, None, False, False, info if self.send_gold else _without_gold(info))
 
@@ -241,9 +267,11 @@ class _Session:
         """An MCP request's result on this session's env (:func:`~agentfly_env.serve.mcp.answer`)."""
         return await self._call(answer(self.tools, method, params))
 
-    async def _call(self, call: Any) -> Any:
-        """The env's answer; its errors as ``EXECUTION_ERROR``. An error that is not the caller's misuse
-        (stepping an ended episode) marks the env broken: it is destroyed, not lent again."""
+    async def _call(self, call: Any, refused_options: tuple[type[Exception], ...] = ()) -> Any:
+        """The env's answer. Options it refuses (:class:`OptionsError`, or ``refused_options`` raised by a reset
+        given options) are a ``VALIDATION_ERROR`` naming them; other errors an ``EXECUTION_ERROR``. An error
+        that is not the caller's misuse (stepping an ended episode) marks the env broken: it is destroyed,
+        not lent again."""
         try:
             async with self.lock:
                 try:
@@ -255,6 +283,11 @@ class _Session:
             raise
         except JsonRpcError:
             raise
+        except OptionsError as error:
+            raise ProtocolError(ErrorCode.VALIDATION_ERROR, str(error), field=f"options.{error.option}") from None
+        except refused_options as error:
+            message = f"the env refused the options: {type(error).__name__}: {error}"
+            raise ProtocolError(ErrorCode.VALIDATION_ERROR, message, field="options") from None
         except (EnvStateError, TypeError, ValueError) as error:
             raise ProtocolError(ErrorCode.EXECUTION_ERROR, f"{type(error).__name__}: {error}") from None
         except Exception as error:
@@ -484,6 +517,11 @@ async def _serve_session(websocket: _Connection, sessions: HttpSessions) -> None
         close_code = CLOSE_POLICY
     except (OSError, RuntimeError):  # the connection went away under a send (uvicorn's ClientDisconnected)
         return
+    except Exception:  # the server's own fault: said to the client and logged, never a silent drop
+        logger.exception("a /ws session failed")
+        close_code = CLOSE_INTERNAL
+        with contextlib.suppress(Exception):
+            await send(error_frame(ProtocolError(ErrorCode.EXECUTION_ERROR, "internal server error")))
     # Bounded too: a client that reads nothing would hold the close (and this task) forever.
     with contextlib.suppress(Exception):
         async with asyncio.timeout(config.send_timeout_s):
@@ -584,14 +622,14 @@ def create_app(
     description = _describe(env)
 
     async def reset(request: Request) -> Response:
-        start = _convert(await _read_body(request, config), ResetRequest)
+        start = _convert(await _read_body(request), ResetRequest)
         async with _http_errors(), manager.session() as session:
             return _json((await session.reset(start))["data"])
 
     async def step(request: Request) -> Response:
         # OpenEnv's StepRequest: {"action": {...}, "timeout_s": ..., "request_id": ...}; extra keys are
         # allowed, and ours are the reset's (seed, options) of the one-step episode.
-        body = await _read_body(request, config)
+        body = await _read_body(request)
         action = StepRequest(_convert(body.get("action"), Action))
         start = _convert({key: body[key] for key in ("seed", "options") if key in body}, ResetRequest)
         async with _http_errors(), manager.session() as session:
@@ -604,7 +642,7 @@ def create_app(
     async def mcp(request: Request) -> Response:
         # As OpenEnv's: always HTTP 200, what is wrong said in JSON-RPC.
         try:
-            rpc = decode_jsonrpc(decode_frame(await _read_bytes(request, config)))
+            rpc = decode_jsonrpc(decode_frame(await request.body()))
         except ProtocolError:
             return _json(jsonrpc_error(JsonRpcError(JsonRpcCode.PARSE_ERROR, "Parse error")))
         except JsonRpcError as error:
@@ -665,7 +703,8 @@ def create_app(
         else:
             await app(scope, receive, send)
 
-    return _BearerToken(serve, config.token) if config.token else serve
+    guarded = RequestGuard(serve, config.guard, lambda status, message: {"detail": message})
+    return _BearerToken(guarded, config.token) if config.token else guarded
 
 
 def make_server(
@@ -700,19 +739,9 @@ def _describe(env: str | Callable[[], gym.Env]) -> str:
     return doc.partition("\n")[0] or str(env)
 
 
-async def _read_bytes(request: Request, config: ServeConfig) -> bytes:
-    """A request's body, read no further than the size limit (HTTP 413 past it)."""
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > config.max_message_bytes:
-            raise _HTTPError(413, f"the body is over {config.max_message_bytes} bytes")
-    return bytes(body)
-
-
-async def _read_body(request: Request, config: ServeConfig) -> dict[str, Any]:
-    """The JSON object of a request's body (empty: ``{}``)."""
-    body = await _read_bytes(request, config)
+async def _read_body(request: Request) -> dict[str, Any]:
+    """The JSON object of a request's body (empty: ``{}``); the guard has bounded it."""
+    body = await request.body()
     if not body:
         return {}
     try:

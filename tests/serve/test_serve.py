@@ -350,7 +350,8 @@ def test_remote_v0_raises_the_servers_refusal():
 def post(url: str, body: Any) -> tuple[int, Any]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=data, method="POST"), timeout=30) as reply:
+        request = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as reply:
             return reply.status, json.loads(reply.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
