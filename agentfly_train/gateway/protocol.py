@@ -17,10 +17,14 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 from agentfly_env.core.types import ToolCall
 from agentfly_train.gateway.rendering import ChatMessage
@@ -208,9 +212,32 @@ def _tools(value: Any) -> list[dict[str, Any]]:
             raise RequestError(f"tools[{i}] must be {{'type': 'function', 'function': {{...}}}}", f"tools[{i}]")
         if not isinstance(function.get("name"), str) or not function["name"]:
             raise RequestError(f"tools[{i}].function.name must be a non-empty string", f"tools[{i}].function.name")
-        if not isinstance(function.get("parameters", {}), dict):
-            raise RequestError(f"tools[{i}].function.parameters must be an object", f"tools[{i}].function.parameters")
+        _parameters(function.get("parameters", {}), function["name"], f"tools[{i}].function.parameters")
     return value
+
+
+def _parameters(schema: Any, name: str, where: str) -> None:
+    """A tool's ``parameters``: a JSON Schema (draft 2020-12, OpenAI's) of an object, as OpenAI requires."""
+    if not isinstance(schema, dict):
+        raise RequestError(f"{where} of tool {name!r} must be a JSON Schema object", where)
+    problem = _schema_problem(json.dumps(schema, sort_keys=True))
+    if problem is not None:
+        raise RequestError(f"{where} of tool {name!r} is not a JSON Schema: {problem}", where)
+    if schema.get("type", "object") != "object":
+        raise RequestError(
+            f"{where} of tool {name!r} must describe an object (type 'object'), got {schema['type']!r}", where
+        )
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_problem(schema_json: str) -> str | None:
+    """What makes a schema (as sorted JSON) invalid, or None; checked once per schema, since a program sends
+    the same tools with every call (a check takes about 0.7 ms)."""
+    try:
+        Draft202012Validator.check_schema(json.loads(schema_json))
+    except SchemaError as error:
+        return f"{''.join(f'[{part!r}]' for part in error.path)} {error.message}".strip()
+    return None
 
 
 def _stop(value: Any) -> tuple[str, ...]:

@@ -14,6 +14,12 @@ its batches), recorded into its episode's rows (:mod:`~agentfly_train.gateway.re
 answered with the sampled text and the tool calls parsed from it. A prompt that fills the context
 window is answered at once with ``finish_reason="length"`` and no text.
 
+Every request passes the request guard first (:mod:`agentfly_env.serve.guard`, errors in OpenAI's shape):
+on loopback, a ``Host`` that is not loopback and a web page of another origin are refused; a body over
+``max_request_bytes`` is a 413, one nested too deep a 400. A call is parsed and rendered (the part whose cost
+grows with the request) in worker threads of the gateway's own, each with its own copy of the tokenizer, so
+one episode's long request does not hold the event loop that serves every other episode.
+
 Example:
     >>> gateway = Gateway(generator, tokenizer, GatewaySettings(max_model_len=4096))  # doctest: +SKIP
     >>> with BackgroundGateway(gateway) as running:  # doctest: +SKIP
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import json
 import secrets
@@ -35,7 +42,8 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -46,6 +54,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from agentfly_env.serve.guard import GuardRules, RequestGuard, is_loopback
 from agentfly_train.chat import ChatFormat
 from agentfly_train.gateway.protocol import ChatRequest, RequestError, completion_body, parse_request, stream_chunks
 from agentfly_train.gateway.recording import EpisodeRecording
@@ -77,6 +86,10 @@ class GatewaySettings:
         max_batch_size: Most calls per generator batch.
         seed: Seeds the sampling, with the episode (its key, or the seed it was opened with) and the call number,
             when a request gives no seed.
+        max_request_bytes: Largest request body (a 413 past it). 1 MiB is about 400k tokens of text, far past
+            any context window a CPU run uses, and renders in under a second.
+        render_threads: Worker threads that parse and render calls (each holds a copy of the tokenizer): a long
+            call takes one, and the others' calls go on through the rest.
     """
 
     model: str = "agentfly-policy"
@@ -90,6 +103,8 @@ class GatewaySettings:
     batch_wait_s: float = 0.05
     max_batch_size: int = 64
     seed: int = 0
+    max_request_bytes: int = 1 << 20
+    render_threads: int = 2
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,8 @@ class Gateway:
         self.chat = ChatFormat(tokenizer)
         self.tool_text = ToolCallText(self.settings.parser)
         self.renderer = ChatRenderer(self.chat, self.tool_text)
+        self._renderers = threading.local()  # each render thread's own (a tokenizer's encode is not thread-safe)
+        self._render_pool: ThreadPoolExecutor | None = None
         self.scheduler = GenerationScheduler(
             generator, batch_wait_s=self.settings.batch_wait_s, max_batch_size=self.settings.max_batch_size
         )
@@ -149,7 +166,14 @@ class Gateway:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((host, port))
         self.url = f"http://{host}:{listener.getsockname()[1]}"
-        server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False))
+        # Beyond loopback (a trainer's gateway for programs on other machines), any Host name is the machine's.
+        rules = GuardRules(max_body_bytes=self.settings.max_request_bytes, allow_remote=not is_loopback(host))
+        app = RequestGuard(self.app, rules, lambda status, message: RequestError(message, status=status).body())
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+        self._render_pool = ThreadPoolExecutor(
+            self.settings.render_threads, thread_name_prefix="agentfly-gateway-render"
+        )
+        self._stack.callback(self._render_pool.shutdown, cancel_futures=True)
         await self._stack.enter_async_context(self.scheduler.running())
         await self._stack.enter_async_context(self.tools.running())  # uvicorn runs no lifespan: start it here
         serving = asyncio.create_task(server.serve(sockets=[listener]))
@@ -233,11 +257,11 @@ class Gateway:
     async def _chat(self, request: Request, key: str) -> Response:
         entered = time.perf_counter()
         recording = self._recording(key)
-        body = parse_request(await request.body())
-        try:
-            prompt = self.renderer.encode(body.messages, body.tools, recording.sampled_turns)
-        except RenderError as error:
-            raise RequestError(str(error), "messages") from None
+        raw = await request.body()
+        assert self._render_pool is not None, "the gateway is not started"
+        body, prompt = await asyncio.get_running_loop().run_in_executor(
+            self._render_pool, self._prepare, raw, dict(recording.sampled_turns)
+        )
         recording.counters.calls += 1
         call = recording.counters.calls
         generation, generator_s = await self._sample(prompt, body, key, call)
@@ -270,6 +294,18 @@ class Gateway:
         return StreamingResponse(iter(events), media_type="text/event-stream")
 
     # ----------------------------------------------------------------- a call's parts
+
+    def _prepare(self, raw: bytes, sampled_turns: Mapping[str, list[int]]) -> tuple[ChatRequest, list[int]]:
+        """A request body parsed and rendered to prompt tokens, in a render thread with its own renderer."""
+        renderer = getattr(self._renderers, "renderer", None)
+        if renderer is None:
+            chat = ChatFormat(copy.deepcopy(self.chat.tokenizer), self.chat.observation_role)
+            renderer = self._renderers.renderer = ChatRenderer(chat, self.tool_text)
+        body = parse_request(raw)
+        try:
+            return body, renderer.encode(body.messages, body.tools, sampled_turns)
+        except RenderError as error:
+            raise RequestError(str(error), "messages") from None
 
     def _recording(self, key: str) -> EpisodeRecording:
         recording = self.episodes.get(key)

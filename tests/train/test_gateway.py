@@ -466,10 +466,14 @@ def test_a_bad_field_is_a_400_that_names_it(served, body, param):
     assert caught.value.body["param"] == param and param.split("[")[0] in caught.value.body["message"]
 
 
+#: What a program's client says its body is (the gateway takes nothing else).
+JSON_BODY = {"Content-Type": "application/json"}
+
+
 def test_malformed_json_unknown_and_closed_episodes(served):
     running, _ = served
     episode = running.open_episode()
-    response = httpx.post(f"{episode.base_url}/chat/completions", content=b"{not json")
+    response = httpx.post(f"{episode.base_url}/chat/completions", content=b"{not json", headers=JSON_BODY)
     assert response.status_code == 400 and set(response.json()["error"]) == {"message", "type", "param", "code"}
     assert "not valid JSON" in response.json()["error"]["message"]
     running.close_episode(episode.key)
@@ -514,7 +518,7 @@ def test_random_bodies_never_crash_the_server(served, body, raw):
     running, _ = served
     episode = running.open_episode()
     content = json.dumps(body).encode()[:-1] if raw else json.dumps(body).encode()  # raw: cut-off JSON
-    response = httpx.post(f"{episode.base_url}/chat/completions", content=content, timeout=30)
+    response = httpx.post(f"{episode.base_url}/chat/completions", content=content, headers=JSON_BODY, timeout=30)
     running.close_episode(episode.key)
     assert response.status_code in (200, 400), response.text
     if response.status_code == 400:
