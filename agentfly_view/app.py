@@ -18,11 +18,16 @@ API (all ``GET``, JSON; runs by number, episode sources by their folder inside t
   one page of the filtered episode list and the filters' choices.
 - ``/api/episode?run=0&source=.&index=17``: one episode whole, with its tokens when the run kept them.
 
+Every request passes the request guard first (:mod:`agentfly_env.serve.guard`): the page answers only
+requests addressed to loopback or ``localhost`` (a DNS-rebinding page is refused) and no web page of another
+origin, unless ``rules`` say otherwise.
+
 Example:
     >>> from starlette.testclient import TestClient
     >>> from agentfly_view.synthetic import write_synthetic_run
     >>> import tempfile
-    >>> client = TestClient(create_app([RunDir(write_synthetic_run(tempfile.mkdtemp(), episodes=8, per_step=4))]))
+    >>> run = RunDir(write_synthetic_run(tempfile.mkdtemp(), episodes=8, per_step=4))
+    >>> client = TestClient(create_app([run]), base_url="http://127.0.0.1")
     >>> client.get("/api/episodes", params={"run": 0, "success": 0}).json()["total"] <= 8
     True
 """
@@ -44,8 +49,10 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
-from agentfly_view.runs import EpisodeFilter, EpisodeSource, RunDir
+from agentfly_env.serve.guard import GuardRules, RequestGuard
+from agentfly_view.runs import EpisodeFilter, EpisodeSource, OutsideRunError, RunDir
 
 #: The page, its script and the vendored charting library.
 STATIC = Path(str(resources.files("agentfly_view") / "data"))
@@ -76,6 +83,8 @@ def _handler(function: Callable[[Request], Any]) -> Callable[[Request], Response
             return _json(function(request))
         except ApiError as error:
             return _json({"error": str(error)}, error.status)
+        except OutsideRunError as error:  # a run's file swapped for a link elsewhere since it was indexed
+            return _json({"error": str(error)}, 403)
 
     return endpoint
 
@@ -90,8 +99,9 @@ def _number(request: Request, name: str, kind: type = int, default: Any = None) 
         raise ApiError(400, f"{name}={raw!r} is not a number") from None
 
 
-def create_app(runs: Sequence[RunDir]) -> Starlette:
-    """The viewer over ``runs`` (their order gives their numbers in the API)."""
+def create_app(runs: Sequence[RunDir], rules: GuardRules | None = None) -> ASGIApp:
+    """The viewer over ``runs`` (their order gives their numbers in the API), behind the request guard
+    (``rules``: loopback only, no other origin, by default)."""
     indexer_running = threading.Event()
 
     def budget() -> float:
@@ -183,7 +193,7 @@ def create_app(runs: Sequence[RunDir]) -> Starlette:
             stop.set()
             indexer.join(timeout=10)
 
-    return Starlette(
+    app = Starlette(
         lifespan=lifespan,
         routes=[
             Route("/", page),
@@ -194,6 +204,7 @@ def create_app(runs: Sequence[RunDir]) -> Starlette:
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
     )
+    return RequestGuard(app, rules or GuardRules(), lambda status, message: {"error": message})
 
 
 def keep_indexed(runs: Sequence[RunDir], stop: threading.Event) -> None:
@@ -210,7 +221,7 @@ def keep_indexed(runs: Sequence[RunDir], stop: threading.Event) -> None:
 
 
 @contextmanager
-def serve_in_thread(app: Starlette, host: str = "127.0.0.1") -> Iterator[str]:
+def serve_in_thread(app: ASGIApp, host: str = "127.0.0.1") -> Iterator[str]:
     """Serve ``app`` on a free port in a background thread for the block; yields its base URL.
 
     For tests, benchmarks and notebooks; ``agentfly-view`` itself runs uvicorn in the foreground.

@@ -5,10 +5,11 @@ Examples::
     agentfly-view runs/calculator                     # one training run
     agentfly-view runs/grpo runs/rloo                 # two, overlaid in the curves
     agentfly-view                                     # every run under ./runs
-    agentfly-view runs/play --port 9000 --host 0.0.0.0   # reachable from other machines (no auth!)
+    agentfly-view runs/play --port 9000 --host 0.0.0.0 --allow-remote   # other machines too (no auth!)
 
-It binds to the loopback interface unless ``--host`` says otherwise: the page shows everything in the
-runs, so exposing it is a choice to make on purpose.
+It binds to the loopback interface and answers only requests addressed to it, from no web page of
+another origin (:mod:`agentfly_env.serve.guard`): the page shows everything in the runs, so exposing it
+(``--host`` with ``--allow-remote``) is a choice to make on purpose.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentfly_env.serve.guard import add_guard_arguments, bind_refusal, rules_from_arguments
 from agentfly_view.runs import METRICS_FILE, TRAJECTORIES_FILE, RunDir
 
 DEFAULT_PORT = 8600
@@ -39,7 +41,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("runs", nargs="*", type=Path, help="run directories (default: every run under ./runs)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    add_guard_arguments(parser)
     args = parser.parse_args(argv)
+    refusal = bind_refusal("agentfly-view", args.host, args.allow_remote)
+    if refusal:
+        parser.error(refusal)
 
     folders = args.runs or find_runs(Path("runs"))
     if not folders:
@@ -52,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from agentfly_view.app import create_app
 
-    app = create_app([RunDir(folder) for folder in folders])
+    app = create_app([RunDir(folder) for folder in folders], rules_from_arguments(args))
     print(f"agentfly-view: http://{args.host}:{args.port}/  ({len(folders)} run(s); Ctrl-C stops)", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -14,8 +14,10 @@ skips the texts, and an episode is decoded whole only when it is opened. Lines t
 skipped and counted; a last line without its newline is left for the next refresh (a writer may be
 halfway through it) and reported as such.
 
-Only files found inside a run directory (symlinks resolved) are ever read: the API names runs by
-number and files by their place in the run, never by a path the client chose.
+Only files inside a run directory are ever read: the API names runs by number and files by their
+place in the run, never by a path the client chose, and every read checks where the file it opened
+really is (:func:`open_inside`), so a symlink to a file elsewhere, or a file swapped for one after it was
+indexed, is refused. A token record is checked against its own length before its mask is expanded.
 
 Example:
     >>> import tempfile
@@ -42,7 +44,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import numpy as np
@@ -68,6 +70,34 @@ CHUNK_BYTES = 1 << 20
 SEARCH_DEPTH = 4
 #: Folders of a run that hold no records (model weights), not walked.
 SKIPPED_FOLDERS = {CHECKPOINTS_DIR, FINAL_MODEL_DIR, WARM_START_DIR, TENSORBOARD_DIR, "wandb"}
+#: Where Linux shows what an open file descriptor really is.
+_FD_LINKS = Path("/proc/self/fd")
+
+
+class OutsideRunError(PermissionError):
+    """A file of a run that is really somewhere else (a symlink out of the run)."""
+
+
+def open_inside(path: Path, root: Path) -> BinaryIO:
+    """``path`` opened for reading, if the file opened is inside ``root`` (a resolved folder).
+
+    Where the file is comes from the open descriptor itself on Linux, so a link swapped in between a check
+    and the open cannot slip through; elsewhere from the path resolved just after the open.
+
+    Raises:
+        OutsideRunError: The file is outside ``root``.
+        OSError: It cannot be opened (``FileNotFoundError`` when it does not exist).
+    """
+    handle = open(path, "rb")  # noqa: SIM115 - returned open, or closed below
+    try:
+        descriptor = _FD_LINKS / str(handle.fileno())
+        where = Path(os.readlink(descriptor)) if _FD_LINKS.is_dir() else path.resolve()
+        if not where.is_relative_to(root):
+            raise OutsideRunError(f"{path.name} is outside the run ({path} leads elsewhere): not read")
+    except BaseException:
+        handle.close()
+        raise
+    return handle
 
 
 class JsonlFile:
@@ -78,12 +108,15 @@ class JsonlFile:
 
     Args:
         path: The file (it may not exist yet).
+        root: The run's folder, resolved: a file found outside it is read as missing (default: the
+            file's own folder).
     """
 
     brief: Any = dict
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, root: Path | None = None) -> None:
         self.path = path
+        self.root = root or path.parent.resolve()
         self._lock = threading.RLock()
         self._decoder = msgspec.json.Decoder(self.brief)
         self._reset()
@@ -131,20 +164,21 @@ class JsonlFile:
 
     def _next_chunk(self) -> bool:
         try:
-            stat = self.path.stat()
-        except FileNotFoundError:
+            handle = open_inside(self.path, self.root)
+        except (FileNotFoundError, OutsideRunError):
             changed = self.size > 0 or len(self) > 0
             self._reset()
             return changed
-        identity = (stat.st_dev, stat.st_ino)
-        if identity != self._identity or stat.st_size < self.consumed:
-            self._reset()
-            self._identity = identity
-        grown = stat.st_size != self.size
-        self.size = stat.st_size
-        if self.caught_up and not grown:
-            return False
-        with open(self.path, "rb") as handle:
+        with handle:
+            stat = os.fstat(handle.fileno())
+            identity = (stat.st_dev, stat.st_ino)
+            if identity != self._identity or stat.st_size < self.consumed:
+                self._reset()
+                self._identity = identity
+            grown = stat.st_size != self.size
+            self.size = stat.st_size
+            if self.caught_up and not grown:
+                return False
             handle.seek(self.consumed)
             data = handle.read(min(CHUNK_BYTES, self.size - self.consumed))
             while b"\n" not in data and self.consumed + len(data) < self.size:  # a line longer than a chunk
@@ -179,8 +213,12 @@ class JsonlFile:
         """Keep what is needed of good lines, in order (their offsets are already kept)."""
 
     def line(self, number: int) -> bytes:
-        """The raw bytes of good line ``number``."""
-        with self._lock, open(self.path, "rb") as handle:
+        """The raw bytes of good line ``number``.
+
+        Raises:
+            OutsideRunError: The file was swapped for a link out of the run since it was indexed.
+        """
+        with self._lock, open_inside(self.path, self.root) as handle:
             handle.seek(self.starts[number])
             return handle.read(self.ends[number] - self.starts[number])
 
@@ -283,9 +321,9 @@ class EpisodeIndex(JsonlFile):
 
     brief = _TrajectoryBrief
 
-    def __init__(self, path: Path, max_turns: int | None = None) -> None:
+    def __init__(self, path: Path, max_turns: int | None = None, root: Path | None = None) -> None:
         self.max_turns = max_turns
-        super().__init__(path)
+        super().__init__(path, root)
 
     def _reset(self) -> None:
         super()._reset()
@@ -397,7 +435,7 @@ class EpisodeIndex(JsonlFile):
         found = np.zeros(len(self), dtype=bool)
         needle = msgspec.json.encode(text)[1:-1].lower()
         if self.consumed and needle:
-            with open(self.path, "rb") as handle:
+            with open_inside(self.path, self.root) as handle:
                 data = handle.read(self.consumed).lower()
             starts, ends = self.starts, self.ends
             position = data.find(needle)
@@ -514,17 +552,25 @@ class TokenIndex(JsonlFile):
             number = numbers[-1 - later]
             try:
                 record = msgspec.json.decode(self.line(number), type=TokenRecord)
-            except (msgspec.DecodeError, UnicodeDecodeError) as error:
+                shown = _display(record)
+                if record.rows:
+                    shown["rows"] = [{**_display(row), "mismatch": row.mismatch} for row in record.rows]
+            except (msgspec.DecodeError, UnicodeDecodeError, ValueError) as error:
                 return {"damaged": f"{self.path.name}, line of {episode_id}: {error}"}
-        shown = _display(record)
-        if record.rows:
-            shown["rows"] = [{**_display(row), "mismatch": row.mismatch} for row in record.rows]
         return shown
 
 
 def _display(sequence: TokenRecord | TokenRow) -> dict[str, Any]:
-    """One stored token sequence for display: the mask expanded, log-probs put beside the tokens they scored."""
-    mask = mask_from_runs(sequence.mask_runs)
+    """One stored token sequence for display: the mask expanded, log-probs put beside the tokens they scored.
+
+    Raises:
+        ValueError: The mask's runs do not cover the tokens exactly (a damaged record: expanding runs that
+            add up to more would build a mask of any size the file asks for).
+    """
+    runs = sequence.mask_runs
+    if any(length < 0 for length in runs) or sum(runs) != len(sequence.token_ids):
+        raise ValueError(f"the mask's runs add up to {sum(runs)}, for {len(sequence.token_ids)} tokens")
+    mask = mask_from_runs(runs)
     generated = iter(sequence.logprobs)
     return {
         "token_ids": sequence.token_ids,
@@ -584,15 +630,15 @@ class RunDir:
         self.name = name or str(given)
         self.root = given.resolve()
         self.config = self._read_json(CONFIG_FILE)
-        self.metrics = MetricsFile(self.root / METRICS_FILE)
+        self.metrics = MetricsFile(self.root / METRICS_FILE, self.root)
         self._sources: dict[str, EpisodeSource] = {}
         self._lock = threading.Lock()
         self._tensorboard: tuple[tuple[tuple[str, int], ...], dict[str, dict[str, list[float]]]] = ((), {})
 
     def _read_json(self, relative: str) -> dict[str, Any] | None:
-        path = self.inside(relative)
         try:
-            value = json.loads(path.read_text()) if path is not None else None
+            with open_inside(self.root / relative, self.root) as handle:
+                value = json.loads(handle.read())
         except (OSError, ValueError):
             return None
         return value if isinstance(value, dict) else None
@@ -617,7 +663,10 @@ class RunDir:
         folders = [
             f for f in (top, *sorted(top.iterdir())) if f.is_dir() and self.inside(str(f.relative_to(self.root)))
         ]
-        files = {f: sorted(f.glob("events.out.tfevents.*")) for f in folders}
+        files = {
+            f: [path for path in sorted(f.glob("events.out.tfevents.*")) if path.resolve().is_relative_to(self.root)]
+            for f in folders
+        }
         folders = [f for f in folders if files[f]]
         signature = tuple((str(path), path.stat().st_size) for f in folders for path in files[f])
         if signature == self._tensorboard[0]:
@@ -663,8 +712,8 @@ class RunDir:
                 if relative not in self._sources:
                     folder = self.root / relative
                     self._sources[relative] = EpisodeSource(
-                        EpisodeIndex(folder / TRAJECTORIES_FILE, max_turns),  # evaluations use rollout's too
-                        TokenIndex(folder / TOKENS_FILE),
+                        EpisodeIndex(folder / TRAJECTORIES_FILE, max_turns, self.root),  # evaluations: rollout's too
+                        TokenIndex(folder / TOKENS_FILE, self.root),
                     )
             sources = dict(self._sources)
         for source in sources.values():

@@ -4,7 +4,9 @@ directories served."""
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
@@ -15,10 +17,13 @@ from agentfly_view.app import create_app
 from agentfly_view.cli import find_runs, main
 from agentfly_view.runs import RunDir
 
+#: Where the test client says it sends its requests: the viewer answers loopback names only.
+LOOPBACK = "http://127.0.0.1"
+
 
 @pytest.fixture
 def client(synthetic_run) -> TestClient:
-    return TestClient(create_app([RunDir(synthetic_run)]))
+    return TestClient(create_app([RunDir(synthetic_run)]), base_url=LOOPBACK)
 
 
 def test_the_episode_list_pages_and_filters(client):
@@ -51,7 +56,7 @@ def test_an_agent_programs_episode_comes_in_rows_with_its_mismatch_marked(tmp_pa
     from agentfly_view.synthetic import write_synthetic_run
 
     run = write_synthetic_run(tmp_path / "agents", episodes=16, per_step=8, agent_programs=True)
-    client = TestClient(create_app([RunDir(run)]))
+    client = TestClient(create_app([RunDir(run)]), base_url=LOOPBACK)
     listed = client.get("/api/episodes").json()["rows"]
     one_turn = next(r["index"] for r in listed if r["turns"] == 1)
     assert "rows" not in client.get("/api/episode", params={"index": one_turn}).json()["tokens"]
@@ -67,7 +72,7 @@ def test_curves_overlay_runs_and_split_envs(synthetic_run, tmp_path):
     from agentfly_view.synthetic import write_synthetic_run
 
     other = write_synthetic_run(tmp_path / "other", episodes=32, per_step=8, seed=1)
-    client = TestClient(create_app([RunDir(synthetic_run), RunDir(other)]))
+    client = TestClient(create_app([RunDir(synthetic_run), RunDir(other)]), base_url=LOOPBACK)
     runs = client.get("/api/curves", params={"runs": "0,1"}).json()
     assert [len(r["metrics"]["reward_mean"]["x"]) for r in runs] == [8, 4]
     assert all(set(r["episodes"]["envs"]) == {"AgentFly/Math-v0", "AgentFly/Search-v0"} for r in runs)
@@ -113,7 +118,7 @@ def test_nothing_outside_the_run_directories_is_served(synthetic_run, tmp_path, 
     outside.mkdir()
     (outside / "trajectories.jsonl").write_bytes((synthetic_run / "trajectories.jsonl").read_bytes())
     os.symlink(outside, synthetic_run / "linked")
-    client = TestClient(create_app([RunDir(synthetic_run)]))
+    client = TestClient(create_app([RunDir(synthetic_run)]), base_url=LOOPBACK)
     response = client.get(path)
     assert response.status_code in (400, 404) and b"AgentFly/Math-v0" not in response.content
 
@@ -125,7 +130,7 @@ def test_bad_numbers_are_a_400_with_a_message(client):
 
 def test_the_trainer_records_exactly_the_tokens_it_trained_on(trained_run):
     out, played = trained_run
-    client = TestClient(create_app([RunDir(out)]))
+    client = TestClient(create_app([RunDir(out)]), base_url=LOOPBACK)
     page = client.get("/api/episodes", params={"limit": 500}).json()
     assert page["total"] == len(played) == 32 and (out / TOKENS_FILE).exists()
     for row in page["rows"]:
@@ -161,7 +166,7 @@ def test_an_evaluation_records_its_tokens_beside_its_trajectories(tokenizer, tmp
     config = shout_config("grpo", tmp_path)
     config = msgspec.structs.replace(config, eval=msgspec.structs.replace(config.eval, episodes=3, concurrency=3))
     evaluate(config, model=tiny_model(tokenizer), tokenizer=tokenizer, env_fn=lambda: ShoutEnv(max_turns=3))
-    client = TestClient(create_app([RunDir(tmp_path)]))
+    client = TestClient(create_app([RunDir(tmp_path)]), base_url=LOOPBACK)
     assert client.get("/api/runs").json()[0]["sources"]["eval"]["has_tokens"]
     for index in range(3):
         episode = client.get("/api/episode", params={"source": "eval", "index": index}).json()
@@ -180,7 +185,7 @@ def test_a_run_that_logged_only_to_tensorboard_has_its_curves(tmp_path):
         writer.add_scalar("train/reward", step / 4, step)
         writer.add_scalar("train/kl", step / 100, step)
     writer.close()
-    client = TestClient(create_app([RunDir(tmp_path)]))
+    client = TestClient(create_app([RunDir(tmp_path)]), base_url=LOOPBACK)
     metrics = client.get("/api/curves").json()[0]["metrics"]
     assert metrics["reward"] == {"x": [1, 2, 3], "y": [0.25, 0.5, 0.75]}
     assert metrics["kl"]["x"] == [1, 2, 3] and metrics["kl"]["y"] == pytest.approx([0.01, 0.02, 0.03])
@@ -192,5 +197,76 @@ def test_the_viewer_binds_to_loopback_unless_told_otherwise(synthetic_run, monke
     calls = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: calls.append(options))
     assert main([str(synthetic_run)]) == 0
-    assert main([str(synthetic_run), "--host", "0.0.0.0", "--port", "9001"]) == 0
+    with pytest.raises(SystemExit) as refused:  # another interface only when asked for on purpose
+        main([str(synthetic_run), "--host", "0.0.0.0", "--port", "9001"])
+    assert refused.value.code == 2
+    assert main([str(synthetic_run), "--host", "0.0.0.0", "--port", "9001", "--allow-remote"]) == 0
     assert [(c["host"], c["port"]) for c in calls] == [("127.0.0.1", 8600), ("0.0.0.0", 9001)]
+
+
+def outside_copy(run, tmp_path, name: str) -> Path:
+    """``run``'s ``name`` copied to a folder outside every run, and the run's own file made a link to it."""
+    outside = tmp_path / "outside"
+    outside.mkdir(exist_ok=True)
+    (outside / name).write_bytes((run / name).read_bytes())
+    (run / name).unlink()
+    os.symlink(outside / name, run / name)
+    return outside / name
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "tokens.jsonl", "config.json", "trajectories.jsonl"])
+def test_a_runs_file_that_links_outside_the_run_is_not_read(synthetic_run, tmp_path, name):
+    outside_copy(synthetic_run, tmp_path, name)
+    client = TestClient(create_app([RunDir(synthetic_run)]), base_url=LOOPBACK)
+    run = client.get("/api/runs").json()[0]
+    curves = client.get("/api/curves").json()[0]
+    episodes = client.get("/api/episodes")
+    opened = client.get("/api/episode", params={"index": 0})
+    if name == "metrics.jsonl":
+        assert curves["metrics"] == {} and run["metrics"]["lines"] == 0 and run["metrics"]["bytes"] == 0
+    if name == "config.json":
+        assert run["algo"] is None and run["env"] is None
+    if name == "tokens.jsonl":
+        assert opened.json()["tokens"] is None
+    if name == "trajectories.jsonl":  # no source there at all
+        assert episodes.status_code == opened.status_code == 404 and b"AgentFly" not in episodes.content
+    else:
+        assert episodes.json()["total"] == 64 and opened.status_code == 200
+
+
+def test_an_indexed_file_swapped_for_a_link_outside_the_run_is_refused(synthetic_run, tmp_path):
+    client = TestClient(create_app([RunDir(synthetic_run)]), base_url=LOOPBACK)
+    assert client.get("/api/episodes").json()["total"] == 64  # indexed while it was the run's own
+    secret = outside_copy(synthetic_run, tmp_path, "trajectories.jsonl")
+    secret.write_bytes(secret.read_bytes().replace(b"AgentFly/Math-v0", b"AgentFly/Secret-v0"))
+    for path, params in (("/api/episode", {"index": 0}), ("/api/episodes", {"q": "Secret"})):
+        response = client.get(path, params=params)
+        assert b"Secret" not in response.content and response.status_code in (200, 403, 404), response.text
+    assert client.get("/api/episodes").json()["total"] == 0  # re-read: the file is outside the run
+
+
+def test_a_token_record_whose_mask_runs_outgrow_its_tokens_is_shown_damaged(synthetic_run):
+    tokens = synthetic_run / TOKENS_FILE
+    records = tokens.read_bytes().splitlines()
+    first = json.loads(records[0])
+    for runs in ([10**12], [0, 10**12, 3], [-5, 10], [1] * 2):
+        record = {**first, "mask_runs": runs}
+        tokens.write_bytes(b"\n".join([json.dumps(record).encode(), *records[1:]]) + b"\n")
+        client = TestClient(create_app([RunDir(synthetic_run)]), base_url=LOOPBACK)
+        index = next(
+            row["index"]
+            for row in client.get("/api/episodes", params={"limit": 500}).json()["rows"]
+            if row["episode_id"] == first["episode_id"]
+        )
+        response = client.get("/api/episode", params={"index": index})
+        assert response.status_code == 200 and "mask" in response.json()["tokens"]["damaged"], runs
+
+
+@pytest.mark.parametrize(
+    "headers", [{"host": "evil.example"}, {"host": "evil.example:8600"}, {"origin": "http://evil.example"}]
+)
+def test_a_foreign_host_or_origin_is_refused(client, headers):
+    for path in ("/", "/api/runs", "/api/episode?index=0", "/static/app.js"):
+        response = client.get(path, headers=headers)
+        assert response.status_code == 403 and b"AgentFly" not in response.content, path
+    assert client.get("/api/runs", headers={"origin": LOOPBACK}).status_code == 200  # the page's own origin
