@@ -90,12 +90,26 @@ def parse_request(raw: bytes) -> ChatRequest:
         RequestError: Malformed JSON, or a field that is missing, has the wrong type or asks for what
             the gateway does not do; the error names the field.
     """
+    return chat_request(decode_body(raw))
+
+
+def decode_body(raw: bytes) -> dict[str, Any]:
+    """A request body's JSON object (any dialect's).
+
+    Raises:
+        RequestError: It is not JSON, or not an object.
+    """
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as error:
         raise RequestError(f"the request body is not valid JSON: {error}") from None
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
+    return body
+
+
+def chat_request(body: dict[str, Any]) -> ChatRequest:
+    """A chat-completions body (decoded), validated: what every dialect is converted to."""
     if "messages" not in body:
         raise RequestError("'messages' is required", "messages")
     n = body.get("n")

@@ -5,6 +5,8 @@ Routes (a base URL per episode, ``http://HOST:PORT/episodes/{key}/v1``, is what 
 
 * ``POST /episodes/{key}/v1/chat/completions`` and ``POST /v1/chat/completions`` with
   ``Authorization: Bearer {key}``
+* ``POST /episodes/{key}/v1/responses`` and ``POST /v1/responses``: OpenAI's Responses API, converted onto
+  the same core (:mod:`~agentfly_train.gateway.responses`)
 * ``GET /episodes/{key}/v1/models`` and ``GET /v1/models``
 
 A call is validated (:mod:`~agentfly_train.gateway.protocol`), rendered to prompt tokens with the
@@ -59,6 +61,7 @@ from agentfly_train.chat import ChatFormat
 from agentfly_train.gateway.protocol import ChatRequest, RequestError, completion_body, parse_request, stream_chunks
 from agentfly_train.gateway.recording import EpisodeRecording
 from agentfly_train.gateway.rendering import ChatRenderer, RenderError
+from agentfly_train.gateway.responses import parse_responses_request, response_body, response_events
 from agentfly_train.gateway.tool_calls import ToolCallText, openai_tool_call
 from agentfly_train.gateway.tools import EpisodeTools
 from agentfly_train.generation import Generation, GenerationRequest, Generator, SamplingParams
@@ -146,10 +149,12 @@ class Gateway:
         self.tools = EpisodeTools()
         self.app = Starlette(
             routes=[
-                Route("/episodes/{key}/v1/chat/completions", self._chat_in_path, methods=["POST"]),
-                Route("/episodes/{key}/v1/models", self._models_in_path, methods=["GET"]),
-                Route("/v1/chat/completions", self._chat_by_api_key, methods=["POST"]),
-                Route("/v1/models", self._models_by_api_key, methods=["GET"]),
+                Route("/episodes/{key}/v1/chat/completions", self._in_path(self._chat), methods=["POST"]),
+                Route("/episodes/{key}/v1/responses", self._in_path(self._responses), methods=["POST"]),
+                Route("/episodes/{key}/v1/models", self._in_path(self._models), methods=["GET"]),
+                Route("/v1/chat/completions", self._by_api_key(self._chat), methods=["POST"]),
+                Route("/v1/responses", self._by_api_key(self._responses), methods=["POST"]),
+                Route("/v1/models", self._by_api_key(self._models), methods=["GET"]),
                 self.tools.route,
             ],
             exception_handlers={HTTPException: _http_error, Exception: _server_error},
@@ -230,37 +235,71 @@ class Gateway:
 
     # ----------------------------------------------------------------- routes
 
-    async def _chat_in_path(self, request: Request) -> Response:
-        return await self._answer(lambda: self._chat(request, request.path_params["key"]))
+    @staticmethod
+    def _in_path(route: Callable[[Request, str], Any]) -> Callable[[Request], Any]:
+        """An endpoint for ``route`` on ``/episodes/{key}/v1/...``: the episode's key is in the path."""
 
-    async def _chat_by_api_key(self, request: Request) -> Response:
-        return await self._answer(lambda: self._chat(request, _api_key(request)))
+        async def endpoint(request: Request) -> Response:
+            return await _answer(route(request, request.path_params["key"]))
 
-    async def _models_in_path(self, request: Request) -> Response:
-        return await self._answer(lambda: self._models(request.path_params["key"]))
-
-    async def _models_by_api_key(self, request: Request) -> Response:
-        return await self._answer(lambda: self._models(_api_key(request)))
+        return endpoint
 
     @staticmethod
-    async def _answer(route: Callable[[], Any]) -> Response:
-        try:
-            return await route()
-        except RequestError as error:
-            return JSONResponse(error.body(), status_code=error.status)
+    def _by_api_key(route: Callable[[Request, str], Any]) -> Callable[[Request], Any]:
+        """An endpoint for ``route`` on ``/v1/...``: the episode's key is the API key."""
 
-    async def _models(self, key: str) -> Response:
+        async def endpoint(request: Request) -> Response:
+            try:
+                key = _api_key(request)
+            except RequestError as error:
+                return JSONResponse(error.body(), status_code=error.status)
+            return await _answer(route(request, key))
+
+        return endpoint
+
+    async def _models(self, request: Request, key: str) -> Response:
         self._recording(key)
         model = {"id": self.settings.model, "object": "model", "created": 0, "owned_by": "agentfly"}
         return JSONResponse({"object": "list", "data": [model]})
 
     async def _chat(self, request: Request, key: str) -> Response:
+        body, call, message, finish_reason, usage = await self._complete(request, key, parse_request)
+        completion_id, created = f"chatcmpl-{key}-{call}", int(time.time())
+        if not body.stream:
+            return JSONResponse(
+                completion_body(completion_id, created, self.settings.model, message, finish_reason, usage)
+            )
+        chunks = stream_chunks(
+            completion_id, created, self.settings.model, message, finish_reason, usage if body.include_usage else None
+        )
+        events = [f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
+        return StreamingResponse(iter(events), media_type="text/event-stream")
+
+    async def _responses(self, request: Request, key: str) -> Response:
+        body, call, message, finish_reason, usage = await self._complete(request, key, parse_responses_request)
+        whole = response_body(
+            f"resp_{key}_{call}", int(time.time()), self.settings.model, message, finish_reason, usage
+        )
+        if not body.stream:
+            return JSONResponse(whole)
+        events = [
+            f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n"
+            for event in response_events(whole)
+        ]
+        return StreamingResponse(iter(events), media_type="text/event-stream")
+
+    async def _complete(
+        self, request: Request, key: str, parse: Callable[[bytes], ChatRequest]
+    ) -> tuple[ChatRequest, int, dict[str, Any], str, dict[str, int]]:
+        """One call of any dialect (``parse`` turns its body into the chat request it means) rendered, sampled
+        and recorded: the request, the call's number, the assistant message in the chat shape, the finish
+        reason and the token counts."""
         entered = time.perf_counter()
         recording = self._recording(key)
         raw = await request.body()
         assert self._render_pool is not None, "the gateway is not started"
         body, prompt = await asyncio.get_running_loop().run_in_executor(
-            self._render_pool, self._prepare, raw, dict(recording.sampled_turns)
+            self._render_pool, self._prepare, parse, raw, dict(recording.sampled_turns)
         )
         recording.counters.calls += 1
         call = recording.counters.calls
@@ -281,27 +320,20 @@ class Gateway:
             "completion_tokens": completion,
             "total_tokens": len(prompt) + completion,
         }
-        completion_id, created = f"chatcmpl-{key}-{call}", int(time.time())
         recording.counters.added_latency_s.append(time.perf_counter() - entered - generator_s)
-        if not body.stream:
-            return JSONResponse(
-                completion_body(completion_id, created, self.settings.model, message, finish_reason, usage)
-            )
-        chunks = stream_chunks(
-            completion_id, created, self.settings.model, message, finish_reason, usage if body.include_usage else None
-        )
-        events = [f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
-        return StreamingResponse(iter(events), media_type="text/event-stream")
+        return body, call, message, finish_reason, usage
 
     # ----------------------------------------------------------------- a call's parts
 
-    def _prepare(self, raw: bytes, sampled_turns: Mapping[str, list[int]]) -> tuple[ChatRequest, list[int]]:
+    def _prepare(
+        self, parse: Callable[[bytes], ChatRequest], raw: bytes, sampled_turns: Mapping[str, list[int]]
+    ) -> tuple[ChatRequest, list[int]]:
         """A request body parsed and rendered to prompt tokens, in a render thread with its own renderer."""
         renderer = getattr(self._renderers, "renderer", None)
         if renderer is None:
             chat = ChatFormat(copy.deepcopy(self.chat.tokenizer), self.chat.observation_role)
             renderer = self._renderers.renderer = ChatRenderer(chat, self.tool_text)
-        body = parse_request(raw)
+        body = parse(raw)
         try:
             return body, renderer.encode(body.messages, body.tools, sampled_turns)
         except RenderError as error:
@@ -363,6 +395,14 @@ class Gateway:
         return message, "tool_calls" if calls else "stop", turn
 
 
+async def _answer(answering: Any) -> Response:
+    """A route's answer; a :class:`RequestError` as OpenAI's error JSON."""
+    try:
+        return await answering
+    except RequestError as error:
+        return JSONResponse(error.body(), status_code=error.status)
+
+
 def _api_key(request: Request) -> str:
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
@@ -374,10 +414,20 @@ def _api_key(request: Request) -> str:
     return key.strip()
 
 
+#: What a 404 lists: the routes the gateway serves.
+ROUTES = (
+    "POST /episodes/KEY/v1/chat/completions, POST /episodes/KEY/v1/responses, GET /episodes/KEY/v1/models "
+    "(or /v1/... with the key as the API key), and the episode's tools at /episodes/KEY/mcp"
+)
+
+
 async def _http_error(request: Request, error: Exception) -> Response:
-    """Starlette's own errors (no such route, wrong method) in OpenAI's shape."""
+    """Starlette's own errors (no such route, wrong method) in OpenAI's shape; a 404 lists the routes."""
     assert isinstance(error, HTTPException)
-    return JSONResponse(RequestError(str(error.detail), status=error.status_code).body(), status_code=error.status_code)
+    message = str(error.detail)
+    if error.status_code in (404, 405):
+        message = f"{message}: {request.method} {request.url.path}; the gateway serves {ROUTES}"
+    return JSONResponse(RequestError(message, status=error.status_code).body(), status_code=error.status_code)
 
 
 async def _server_error(request: Request, error: Exception) -> Response:

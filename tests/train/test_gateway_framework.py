@@ -101,3 +101,26 @@ def test_the_agents_sdk_example_is_recorded_token_exact(tokenizer, call_text):
 def _tool_note(function: dict) -> str:
     """The system prompt's tool note of test_gateway.py, listing ``function`` instead of ``add``."""
     return TOOL_NOTE.replace(json.dumps(ADD["function"]), json.dumps(function))
+
+
+DEFAULT_MODEL_AGENT = REPO_ROOT / "tests/train/_agents_sdk_default_model.py"
+
+
+@pytest.mark.skipif(SDK_PYTHON is None, reason="the OpenAI Agents SDK's venv is missing: make peers")
+def test_the_agents_sdk_on_its_default_model_the_responses_api_is_recorded_token_exact(tokenizer):
+    """The SDK's default model speaks the Responses API (``POST /responses``, its output items sent back as
+    ``input``): the episode is still one token-exact row."""
+    generator = ScriptedGenerator(tokenizer, lambda prompt: HAIKU if "<|im_start|>tool" in prompt else CALL_TEXT)
+    with BackgroundGateway(Gateway(generator, tokenizer)) as running:
+        episode = running.open_episode()
+        endpoint = {"OPENAI_BASE_URL": episode.base_url, "OPENAI_API_KEY": episode.key, "OPENAI_MODEL": "policy"}
+        printed = run_in_peer(SDK_PYTHON, DEFAULT_MODEL_AGENT, env=endpoint)
+        recording = running.close_episode(episode.key)
+    assert printed == f"[debug] getting weather for Tokyo\n{HAIKU}\n"
+    assert (recording.counters.calls, recording.counters.rows, recording.counters.prefix_mismatches) == (2, 1, 0)
+    [row] = recording.rows
+    sampled1, sampled2 = generator.served
+    assert row.token_ids[-len(sampled2.token_ids) :] == sampled2.token_ids
+    assert sum(row.action_mask) == len(sampled1.token_ids) + len(sampled2.token_ids)
+    generated = [lp for lp, bit in zip(row.logprobs, row.action_mask, strict=True) if bit]
+    assert generated == sampled1.logprobs + sampled2.logprobs
