@@ -82,7 +82,9 @@ async def test_a_web_page_of_another_origin_is_refused_and_programs_are_not():
         assert http_request(served.url, "POST", "/reset", {"Content-Type": "application/json", **evil}, reset)[0] == 403
         assert http_request(served.url, "POST", "/reset", {"Content-Type": "application/json"}, reset)[0] == 200
         assert http_request(served.url, "POST", "/reset")[0] == 200  # no body: the defaults
-        assert served.sessions()["opened"] == 3  # the two WebSocket handshakes let in, and the two resets
+        # the two resets let in opened a session each, and the two handshakes let in may have (their client left
+        # at once); none of the seven refused did
+        assert 2 <= served.sessions()["opened"] <= 4
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "127.0.0.1.nip.io", "[::2]:8000", "10.0.0.1"])
