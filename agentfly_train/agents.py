@@ -109,12 +109,18 @@ class AgentTask:
 
 @dataclass(frozen=True)
 class LLMEndpoint:
-    """Where a program calls the model: ``openai.OpenAI(base_url=llm.base_url, api_key=llm.api_key)``, and
-    ``model=llm.model`` in each request."""
+    """Where a program calls the model: ``openai.OpenAI(base_url=llm.base_url, api_key=llm.api_key)`` (chat
+    completions or the Responses API), or ``anthropic.Anthropic(base_url=llm.anthropic_base_url,
+    api_key=llm.api_key)`` (Messages); ``model=llm.model`` in each request."""
 
     base_url: str
     api_key: str
     model: str
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """The base URL Anthropic's clients take: they add ``/v1/messages`` themselves."""
+        return self.base_url.removesuffix("/v1")
 
 
 class AgentProgramError(Exception):

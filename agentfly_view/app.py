@@ -204,7 +204,7 @@ def create_app(runs: Sequence[RunDir], rules: GuardRules | None = None) -> ASGIA
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
     )
-    return RequestGuard(app, rules or GuardRules(), lambda status, message: {"error": message})
+    return RequestGuard(app, rules or GuardRules(), lambda status, message, path: {"error": message})
 
 
 def keep_indexed(runs: Sequence[RunDir], stop: threading.Event) -> None:

@@ -182,7 +182,7 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def _default_error(status: int, message: str) -> dict[str, Any]:
+def _default_error(status: int, message: str, path: str) -> dict[str, Any]:
     return {"detail": message}
 
 
@@ -192,14 +192,15 @@ class RequestGuard:
     Args:
         app: The server's ASGI app.
         rules: What it accepts.
-        error_body: The JSON body of a refusal in the server's own shape, from its status and message.
+        error_body: The JSON body of a refusal in the server's own shape, from its status, message and the
+            request's path (a server that speaks several dialects answers each in its own).
     """
 
     def __init__(
         self,
         app: Callable[..., Any],
         rules: GuardRules,
-        error_body: Callable[[int, str], Any] = _default_error,
+        error_body: Callable[[int, str, str], Any] = _default_error,
     ) -> None:
         self.app = app
         self.rules = rules
@@ -223,7 +224,7 @@ class RequestGuard:
         elif kind == "websocket":  # a close before the accept is answered HTTP 403
             await send({"type": "websocket.close", "code": 1008, "reason": refused[1][:120]})
         else:
-            await self._refuse(send, *refused)
+            await self._refuse(send, *refused, scope.get("path", "/"))
 
     async def _read_body(self, receive: Callable[..., Any]) -> tuple[bytes, tuple[int, str] | None]:
         """The whole body, or why it is refused (too large: read on, dropped, up to the drain limit)."""
@@ -242,8 +243,8 @@ class RequestGuard:
             if not message.get("more_body", False) or size > DRAIN_FACTOR * limit:
                 return (b"", (413, f"the body is over {limit} bytes")) if size > limit else (b"".join(chunks), None)
 
-    async def _refuse(self, send: Callable[..., Any], status: int, message: str) -> None:
-        body = msgspec.json.encode(self.error_body(status, message))
+    async def _refuse(self, send: Callable[..., Any], status: int, message: str, path: str) -> None:
+        body = msgspec.json.encode(self.error_body(status, message, path))
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})

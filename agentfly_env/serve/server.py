@@ -703,7 +703,7 @@ def create_app(
         else:
             await app(scope, receive, send)
 
-    guarded = RequestGuard(serve, config.guard, lambda status, message: {"detail": message})
+    guarded = RequestGuard(serve, config.guard, lambda status, message, path: {"detail": message})
     return _BearerToken(guarded, config.token) if config.token else guarded
 
 

@@ -7,7 +7,8 @@ answered by the trainer's generator (batched with every other episode's calls), 
 rows: a call that continues a row's tokens exactly extends it, any other starts a new row; only the
 sampled tokens get mask 1, with their log-probs.
 
-The same core answers OpenAI's Responses API (:mod:`.responses`, a converter onto the chat request).
+The same core answers OpenAI's Responses API (:mod:`.responses`) and Anthropic's Messages API
+(:mod:`.messages`), each a converter onto the chat request.
 
 Modules, one concept each: :mod:`.protocol` (OpenAI's wire format), :mod:`.rendering` (messages to
 prompt tokens), :mod:`.tool_calls` (model text to ``tool_calls`` and back), :mod:`.recording` (rows and

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,8 +51,36 @@ class RequestError(Exception):
         self.code = code
 
     def body(self) -> dict[str, Any]:
-        kind = "invalid_request_error" if self.status < 500 else "server_error"
-        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+        """The error in OpenAI's shape (:func:`openai_error`)."""
+        return openai_error(self)
+
+
+#: How a dialect writes an error: its JSON body for a :class:`RequestError`.
+ErrorShape = Callable[[RequestError], dict[str, Any]]
+
+#: Anthropic's error ``type`` for each HTTP status (its API reference's table).
+_ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+def openai_error(error: RequestError) -> dict[str, Any]:
+    """OpenAI's error object (chat completions and Responses): message, type, param, code."""
+    kind = "invalid_request_error" if error.status < 500 else "server_error"
+    return {"error": {"message": error.message, "type": kind, "param": error.param, "code": error.code}}
+
+
+def anthropic_error(error: RequestError) -> dict[str, Any]:
+    """Anthropic's error object (Messages); the field at fault begins the message, as Anthropic writes it."""
+    kind = _ANTHROPIC_ERRORS.get(error.status, "invalid_request_error" if error.status < 500 else "api_error")
+    message = f"{error.param}: {error.message}" if error.param else error.message
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 @dataclass

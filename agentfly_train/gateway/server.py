@@ -7,6 +7,8 @@ Routes (a base URL per episode, ``http://HOST:PORT/episodes/{key}/v1``, is what 
   ``Authorization: Bearer {key}``
 * ``POST /episodes/{key}/v1/responses`` and ``POST /v1/responses``: OpenAI's Responses API, converted onto
   the same core (:mod:`~agentfly_train.gateway.responses`)
+* ``POST /episodes/{key}/v1/messages`` and ``POST /v1/messages`` with ``x-api-key: {key}``: Anthropic's
+  Messages API (:mod:`~agentfly_train.gateway.messages`), errors in Anthropic's shape
 * ``GET /episodes/{key}/v1/models`` and ``GET /v1/models``
 
 A call is validated (:mod:`~agentfly_train.gateway.protocol`), rendered to prompt tokens with the
@@ -58,7 +60,17 @@ from starlette.routing import Route
 
 from agentfly_env.serve.guard import GuardRules, RequestGuard, is_loopback
 from agentfly_train.chat import ChatFormat
-from agentfly_train.gateway.protocol import ChatRequest, RequestError, completion_body, parse_request, stream_chunks
+from agentfly_train.gateway.messages import message_body, message_events, parse_messages_request
+from agentfly_train.gateway.protocol import (
+    ChatRequest,
+    ErrorShape,
+    RequestError,
+    anthropic_error,
+    completion_body,
+    openai_error,
+    parse_request,
+    stream_chunks,
+)
 from agentfly_train.gateway.recording import EpisodeRecording
 from agentfly_train.gateway.rendering import ChatRenderer, RenderError
 from agentfly_train.gateway.responses import parse_responses_request, response_body, response_events
@@ -111,6 +123,27 @@ class GatewaySettings:
 
 
 @dataclass(frozen=True)
+class _Answer:
+    """One answered call, in the chat core's terms, for a dialect to write out.
+
+    Attributes:
+        request: The call as the chat request it means.
+        call: Its number in the episode (from 1).
+        message: The assistant message in the chat shape (``content``, ``tool_calls``).
+        finish_reason: OpenAI's (``stop``, ``tool_calls``, ``length``).
+        stop_sequence: The request's stop string that ended it, if one did.
+        usage: ``prompt_tokens``, ``completion_tokens``, ``total_tokens``.
+    """
+
+    request: ChatRequest
+    call: int
+    message: dict[str, Any]
+    finish_reason: str
+    stop_sequence: str | None
+    usage: dict[str, int]
+
+
+@dataclass(frozen=True)
 class EpisodeEndpoint:
     """Where one episode's program calls the model: ``openai.OpenAI(base_url=base_url, api_key=key)``; and its
     env's tools over MCP, ``tools_url``, when it was opened with an env that has tools (else None)."""
@@ -154,6 +187,8 @@ class Gateway:
                 Route("/episodes/{key}/v1/models", self._in_path(self._models), methods=["GET"]),
                 Route("/v1/chat/completions", self._by_api_key(self._chat), methods=["POST"]),
                 Route("/v1/responses", self._by_api_key(self._responses), methods=["POST"]),
+                Route("/episodes/{key}/v1/messages", self._in_path(self._messages, anthropic_error), methods=["POST"]),
+                Route("/v1/messages", self._by_api_key(self._messages, anthropic_error), methods=["POST"]),
                 Route("/v1/models", self._by_api_key(self._models), methods=["GET"]),
                 self.tools.route,
             ],
@@ -173,7 +208,7 @@ class Gateway:
         self.url = f"http://{host}:{listener.getsockname()[1]}"
         # Beyond loopback (a trainer's gateway for programs on other machines), any Host name is the machine's.
         rules = GuardRules(max_body_bytes=self.settings.max_request_bytes, allow_remote=not is_loopback(host))
-        app = RequestGuard(self.app, rules, lambda status, message: RequestError(message, status=status).body())
+        app = RequestGuard(self.app, rules, _guard_error)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
         self._render_pool = ThreadPoolExecutor(
             self.settings.render_threads, thread_name_prefix="agentfly-gateway-render"
@@ -236,24 +271,21 @@ class Gateway:
     # ----------------------------------------------------------------- routes
 
     @staticmethod
-    def _in_path(route: Callable[[Request, str], Any]) -> Callable[[Request], Any]:
-        """An endpoint for ``route`` on ``/episodes/{key}/v1/...``: the episode's key is in the path."""
+    def _in_path(route: Callable[[Request, str], Any], shape: ErrorShape = openai_error) -> Callable[[Request], Any]:
+        """An endpoint for ``route`` on ``/episodes/{key}/v1/...``: the episode's key is in the path; errors in
+        ``shape``."""
 
         async def endpoint(request: Request) -> Response:
-            return await _answer(route(request, request.path_params["key"]))
+            return await _answer(lambda: route(request, request.path_params["key"]), shape)
 
         return endpoint
 
     @staticmethod
-    def _by_api_key(route: Callable[[Request, str], Any]) -> Callable[[Request], Any]:
+    def _by_api_key(route: Callable[[Request, str], Any], shape: ErrorShape = openai_error) -> Callable[[Request], Any]:
         """An endpoint for ``route`` on ``/v1/...``: the episode's key is the API key."""
 
         async def endpoint(request: Request) -> Response:
-            try:
-                key = _api_key(request)
-            except RequestError as error:
-                return JSONResponse(error.body(), status_code=error.status)
-            return await _answer(route(request, key))
+            return await _answer(lambda: route(request, _api_key(request)), shape)
 
         return endpoint
 
@@ -263,37 +295,44 @@ class Gateway:
         return JSONResponse({"object": "list", "data": [model]})
 
     async def _chat(self, request: Request, key: str) -> Response:
-        body, call, message, finish_reason, usage = await self._complete(request, key, parse_request)
-        completion_id, created = f"chatcmpl-{key}-{call}", int(time.time())
-        if not body.stream:
+        answer = await self._complete(request, key, parse_request)
+        completion_id, created, model = f"chatcmpl-{key}-{answer.call}", int(time.time()), self.settings.model
+        if not answer.request.stream:
             return JSONResponse(
-                completion_body(completion_id, created, self.settings.model, message, finish_reason, usage)
+                completion_body(completion_id, created, model, answer.message, answer.finish_reason, answer.usage)
             )
-        chunks = stream_chunks(
-            completion_id, created, self.settings.model, message, finish_reason, usage if body.include_usage else None
-        )
+        usage = answer.usage if answer.request.include_usage else None
+        chunks = stream_chunks(completion_id, created, model, answer.message, answer.finish_reason, usage)
         events = [f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
         return StreamingResponse(iter(events), media_type="text/event-stream")
 
     async def _responses(self, request: Request, key: str) -> Response:
-        body, call, message, finish_reason, usage = await self._complete(request, key, parse_responses_request)
+        answer = await self._complete(request, key, parse_responses_request)
         whole = response_body(
-            f"resp_{key}_{call}", int(time.time()), self.settings.model, message, finish_reason, usage
+            f"resp_{key}_{answer.call}",
+            int(time.time()),
+            self.settings.model,
+            answer.message,
+            answer.finish_reason,
+            answer.usage,
         )
-        if not body.stream:
-            return JSONResponse(whole)
-        events = [
-            f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n"
-            for event in response_events(whole)
-        ]
-        return StreamingResponse(iter(events), media_type="text/event-stream")
+        return JSONResponse(whole) if not answer.request.stream else _event_stream(response_events(whole))
 
-    async def _complete(
-        self, request: Request, key: str, parse: Callable[[bytes], ChatRequest]
-    ) -> tuple[ChatRequest, int, dict[str, Any], str, dict[str, int]]:
+    async def _messages(self, request: Request, key: str) -> Response:
+        answer = await self._complete(request, key, parse_messages_request)
+        whole = message_body(
+            f"msg_{key}_{answer.call}",
+            self.settings.model,
+            answer.message,
+            answer.finish_reason,
+            answer.stop_sequence,
+            answer.usage,
+        )
+        return JSONResponse(whole) if not answer.request.stream else _event_stream(message_events(whole))
+
+    async def _complete(self, request: Request, key: str, parse: Callable[[bytes], ChatRequest]) -> _Answer:
         """One call of any dialect (``parse`` turns its body into the chat request it means) rendered, sampled
-        and recorded: the request, the call's number, the assistant message in the chat shape, the finish
-        reason and the token counts."""
+        and recorded."""
         entered = time.perf_counter()
         recording = self._recording(key)
         raw = await request.body()
@@ -308,7 +347,7 @@ class Gateway:
             raise self._not_found(key)
         if generation.token_ids:
             recording.record(prompt, generation)
-        message, finish_reason, turn = self._message(generation, body, call)
+        message, finish_reason, stop_sequence, turn = self._message(generation, body, call)
         recording.counters.tool_calls += len(message.get("tool_calls", ()))
         recording.counters.cut_calls += finish_reason == "length"
         if turn is not None:  # sent back unchanged, this message is its sampled ids in later prompts
@@ -321,7 +360,7 @@ class Gateway:
             "total_tokens": len(prompt) + completion,
         }
         recording.counters.added_latency_s.append(time.perf_counter() - entered - generator_s)
-        return body, call, message, finish_reason, usage
+        return _Answer(body, call, message, finish_reason, stop_sequence, usage)
 
     # ----------------------------------------------------------------- a call's parts
 
@@ -378,61 +417,80 @@ class Gateway:
 
     def _message(
         self, generation: Generation, body: ChatRequest, call: int
-    ) -> tuple[dict[str, Any], str, tuple[str, list[int]] | None]:
-        """The assistant message and OpenAI's finish reason for a continuation, and the message's entry for
-        the episode's sampled turns (:meth:`~agentfly_train.gateway.rendering.ChatRenderer.sampled_turn`)."""
+    ) -> tuple[dict[str, Any], str, str | None, tuple[str, list[int]] | None]:
+        """The assistant message, OpenAI's finish reason and the stop string that ended it (if one did) for a
+        continuation, and the message's entry for the episode's sampled turns
+        (:meth:`~agentfly_train.gateway.rendering.ChatRenderer.sampled_turn`)."""
         text = self.chat.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
         cut = generation.finish_reason == "stop_string"
-        if cut:  # OpenAI leaves the stop sequence out, so the text is no longer the sampled ids' text
-            text = next((text[: -len(stop)] for stop in body.stop if text.endswith(stop)), text)
+        stopped = next((stop for stop in body.stop if text.endswith(stop)), None) if cut else None
+        if stopped is not None:  # OpenAI leaves the stop sequence out, so the text is no longer the sampled ids' text
+            text = text[: -len(stopped)]
         content, calls = self.tool_text.read(text) if body.tools else (text, [])
         turn = None if cut else self.renderer.sampled_turn(content, calls, generation.token_ids)
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if calls:
             message["tool_calls"] = [openai_tool_call(c, f"call_{call}_{i}") for i, c in enumerate(calls)]
         if generation.finish_reason == "length":
-            return message, "length", turn
-        return message, "tool_calls" if calls else "stop", turn
+            return message, "length", stopped, turn
+        return message, "tool_calls" if calls else "stop", stopped, turn
 
 
-async def _answer(answering: Any) -> Response:
-    """A route's answer; a :class:`RequestError` as OpenAI's error JSON."""
+async def _answer(route: Callable[[], Any], shape: ErrorShape) -> Response:
+    """A route's answer; a :class:`RequestError` as the dialect's error JSON."""
     try:
-        return await answering
+        return await route()
     except RequestError as error:
-        return JSONResponse(error.body(), status_code=error.status)
+        return JSONResponse(shape(error), status_code=error.status)
+
+
+def _event_stream(events: list[dict[str, Any]]) -> StreamingResponse:
+    """Server-sent events named by their ``type``, as the Responses and Messages APIs stream."""
+    lines = [f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n" for event in events]
+    return StreamingResponse(iter(lines), media_type="text/event-stream")
 
 
 def _api_key(request: Request) -> str:
+    """The episode's key sent as the API key: ``Authorization: Bearer KEY`` (OpenAI's clients) or
+    ``x-api-key: KEY`` (Anthropic's)."""
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
+    key = key.strip() if scheme.lower() == "bearer" else request.headers.get("x-api-key", "").strip()
+    if not key:
         raise RequestError(
-            "no episode: use the episode's base URL, or send its key as 'Authorization: Bearer KEY'",
+            "no episode: use the episode's base URL, or send its key as 'Authorization: Bearer KEY' or 'x-api-key'",
             status=401,
             code="invalid_api_key",
         )
-    return key.strip()
+    return key
 
 
 #: What a 404 lists: the routes the gateway serves.
 ROUTES = (
-    "POST /episodes/KEY/v1/chat/completions, POST /episodes/KEY/v1/responses, GET /episodes/KEY/v1/models "
+    "POST /episodes/KEY/v1/chat/completions, POST /episodes/KEY/v1/responses, POST /episodes/KEY/v1/messages, "
+    "GET /episodes/KEY/v1/models "
     "(or /v1/... with the key as the API key), and the episode's tools at /episodes/KEY/mcp"
 )
 
 
+def _guard_error(status: int, message: str, path: str) -> dict[str, Any]:
+    """An error outside a route (the guard's refusals, Starlette's 404, a failure), in the shape of the dialect
+    its path speaks."""
+    shape = anthropic_error if path.endswith("/messages") else openai_error
+    return shape(RequestError(message, status=status))
+
+
 async def _http_error(request: Request, error: Exception) -> Response:
-    """Starlette's own errors (no such route, wrong method) in OpenAI's shape; a 404 lists the routes."""
+    """Starlette's own errors (no such route, wrong method) in the dialect's shape; a 404 lists the routes."""
     assert isinstance(error, HTTPException)
     message = str(error.detail)
     if error.status_code in (404, 405):
         message = f"{message}: {request.method} {request.url.path}; the gateway serves {ROUTES}"
-    return JSONResponse(RequestError(message, status=error.status_code).body(), status_code=error.status_code)
+    return JSONResponse(_guard_error(error.status_code, message, request.url.path), status_code=error.status_code)
 
 
 async def _server_error(request: Request, error: Exception) -> Response:
     """A failure of the gateway or the generator: the program gets OpenAI's error JSON, the server goes on."""
-    body = RequestError(f"{type(error).__name__}: {error}", status=500).body()
+    body = _guard_error(500, f"{type(error).__name__}: {error}", request.url.path)
     return JSONResponse(body, status_code=500)
 
 

@@ -116,7 +116,7 @@ def test_what_has_no_chat_equivalent_is_a_400_naming_the_field(served, request_,
 def test_an_unknown_route_is_a_404_that_lists_the_routes(served):
     running, _ = served
     episode = running.open_episode()
-    for path in ("/messages", "/completions", "/embeddings"):
+    for path in ("/completions", "/embeddings", "/audio/speech"):
         response = httpx.post(f"{episode.base_url}{path}", json={"input": "hi"}, timeout=10)
         error = response.json()["error"]
         assert response.status_code == 404 and "/v1/responses" in error["message"] and path in error["message"]
