@@ -144,8 +144,14 @@ def one_thread():
 def test_each_algorithm_raises_the_reward(algo, tokenizer, tmp_path):
     _, steps = train(shout_config(algo, tmp_path), tokenizer)
     rewards = [m["reward_mean"] for m in steps]
-    start, end = sum(rewards[:2]) / 2, sum(rewards[-3:]) / 3
-    assert end > start + 0.2 and end > 0.5, rewards
+    # The verdict must not hang on one CPU's rounding, which changes the sampled tokens as another sampling seed
+    # would. The last four steps' mean (64 episodes) against a fixed level, not against the first steps' mean (a
+    # noisy 32 episodes, the second already trained): this model (seed 0) untrained says 0.25-0.45 on its first step
+    # over six config seeds, and its last four steps average 0.32 with lr ~0. Trained, they average 0.58-0.93 over
+    # six config seeds and under other kernels (ATEN_CPU_CAPABILITY=avx2/default, MKL_CBWR=COMPATIBLE), PPO excepted
+    # (0.45 at one config seed, 0.72 under every kernel tried): 0.42 sits clear of the untrained level.
+    end = sum(rewards[-4:]) / 4
+    assert end > 0.42, rewards
     assert all(m["policy_loss"] == m["policy_loss"] for m in steps)  # finite
     if algo == "ppo":
         assert all("value_loss" in m for m in steps)
@@ -169,8 +175,11 @@ def test_a_warm_start_on_the_envs_own_expert_teaches_the_two_turn_format(tokeniz
     untrained = train(peek_config("grpo", tmp_path / "cold", sft=False), tokenizer, env_fn=PeekEnv)[1][0]
     warmed = train(peek_config("grpo", tmp_path / "warm"), tokenizer, env_fn=PeekEnv)[1][0]
     assert untrained["tool_calls_per_episode"] == 0 and untrained["reward_mean"] == 0
-    # peek and finish are both calls: most episodes make both; the answer is a guess (copying is not learnt)
-    assert warmed["tool_calls_per_episode"] > 1.2 and warmed["reward_mean"] > 0.25, warmed
+    # peek and finish are both calls: most episodes make both; the answer is a guess (copying is not learnt).
+    # One step's 32 sampled episodes: 1.48-1.58 calls and reward 0.34-0.36 under the default kernels,
+    # ATEN_CPU_CAPABILITY=avx2/default and MKL_CBWR=COMPATIBLE (a step's sampling noise: ~0.1 calls, ~0.06 reward);
+    # the untrained model's are exactly 0.
+    assert warmed["tool_calls_per_episode"] > 1.0 and warmed["reward_mean"] > 0.15, warmed
 
 
 @pytest.mark.parametrize("algo", ["ppo", "grpo", "rloo", "reinforce++"])
@@ -178,12 +187,18 @@ def test_each_algorithm_raises_the_reward_of_a_two_turn_tool_env(algo, tokenizer
     """The sibling of the single-text test: a tool call in one turn, the answer in the next, from the warm start.
     Every algorithm's KL is to the warm-started model (a reference left at the base model, which makes no tool
     calls, pulled RLOO, REINFORCE++ and PPO below where they started)."""
-    _, steps = train(peek_config(algo, tmp_path, steps=12, lr=1e-3, epochs=1), tokenizer, env_fn=PeekEnv)
+    # Model seed 4: its warm start leaves room to learn (its first step: reward 0.06-0.20, 0.56-1.22 calls an
+    # episode, under the kernels below). Seed 0's lands at 0.36 with 1.5 calls, near what 12 steps reach, and
+    # whether RL cleared a margin above it hung on the CPU's rounding (REINFORCE++: 0.51 against 0.52 on AMD Zen 4).
+    _, steps = train(peek_config(algo, tmp_path, steps=12, lr=1e-3, epochs=1), tokenizer, seed=4, env_fn=PeekEnv)
     rewards = [m["reward_mean"] for m in steps]
     calls = [m["tool_calls_per_episode"] for m in steps]
-    start, end = sum(rewards[:2]) / 2, sum(rewards[-3:]) / 3
-    assert end > start + 0.12 and end > 0.5, rewards
-    assert sum(calls[-3:]) / 3 > sum(calls[:2]) / 2, calls  # more episodes peek and then finish
+    # The last four steps (128 episodes) against fixed levels. With lr ~0 they average reward 0.15 and 0.79 calls;
+    # trained, 0.41-0.58 and 1.39-1.72 over the four algorithms under the default kernels, ATEN_CPU_CAPABILITY=avx2,
+    # ATEN_CPU_CAPABILITY=default and MKL_CBWR=COMPATIBLE (each a different trajectory): the thresholds sit midway.
+    end, end_calls = sum(rewards[-4:]) / 4, sum(calls[-4:]) / 4
+    assert end > 0.3, rewards
+    assert end_calls > 1.1, calls  # more episodes peek and then finish
     assert abs(steps[0]["kl"]) < 1e-3, steps[0]["kl"]  # the first step's policy is the reference
 
 
