@@ -7,6 +7,10 @@ The contract (``agentfly-train --agent PATH.py:FUNC``)::
         reply = client.chat.completions.create(model=llm.model, messages=[{"role": "user", "content": task.prompt}])
         return reply.choices[0].message.content
 
+An agent may also be any executable (``agentfly-train --agent-command "CMD ARGS"``, :class:`AgentCommand`):
+run once per episode in a process group of its own, with the endpoints in its environment
+(``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ...) and the task on stdin; the last line it prints is its answer.
+
 ``task`` is an :class:`AgentTask` (the task's text, id and seed, and ``tools_url``: an MCP endpoint with the
 env's tools for this episode, or None); ``llm`` an :class:`LLMEndpoint`, what ``openai.OpenAI(...)`` takes.
 The program's prompts, tools and control flow are its own. It returns its final answer as text, which the
@@ -34,9 +38,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import importlib
 import importlib.util
 import inspect
+import os
+import shlex
+import signal
 import sys
 import time
 import zlib
@@ -173,12 +181,131 @@ class AgentProgram:
         return result if isinstance(result, str) else float(result)
 
 
+#: Bytes of an agent command's stdout and stderr kept (the last ones): its answer is its last line.
+OUTPUT_TAIL_BYTES = 64 * 1024
+
+
+class AgentCommand:
+    """An agent that is an executable, run once per episode (``agent.command``): any language, any venv.
+
+    It runs in a process group of its own with the episode's endpoints in its environment (:meth:`environment`)
+    and the task's text on stdin; the last non-empty line it prints is its answer (``returns="reward"``: a number,
+    the reward). It has the same ``run`` as :class:`AgentProgram`, so :class:`AgentRollout` plays either.
+
+    Args:
+        command: The command line, split as a shell would split it (no shell runs it).
+        returns: ``answer`` or ``reward``.
+    """
+
+    def __init__(self, command: str, returns: str = "answer") -> None:
+        self.argv = shlex.split(command)
+        self.name = command
+        self.returns = returns
+
+    @staticmethod
+    def environment(task: AgentTask, llm: LLMEndpoint) -> dict[str, str]:
+        """The variables an episode's command gets (besides this process's): each endpoint as its SDK reads it."""
+        variables = {
+            "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_KEY": llm.api_key,
+            "OPENAI_MODEL": llm.model,
+            "ANTHROPIC_BASE_URL": llm.anthropic_base_url,
+            "ANTHROPIC_API_KEY": llm.api_key,
+            "AGENTFLY_TASK_ID": task.id,
+            "AGENTFLY_TASK_SEED": str(task.seed),
+        }
+        if task.tools_url is not None:
+            variables["AGENTFLY_TOOLS_URL"] = task.tools_url
+        return variables
+
+    async def run(
+        self, task: AgentTask, llm: LLMEndpoint, timeout_s: float, threads: concurrent.futures.Executor
+    ) -> str | float:
+        """The command's answer for one episode (``threads`` is unused: a process needs none).
+
+        Raises:
+            AgentProgramError: It could not start, exited with an error, ran past ``timeout_s`` (its group is
+                killed), printed no answer, or (``returns="reward"``) a last line that is not a number; the reason
+                names it, with the tail of its stderr.
+        """
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={**os.environ, **self.environment(task, llm)},
+                start_new_session=True,  # a group of its own: whatever it starts is killed with it
+            )
+        except OSError as error:
+            raise AgentProgramError(f"{self.name} could not start: {error}") from None
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        reading = asyncio.gather(_tail(process.stdout), _tail(process.stderr), _feed(process.stdin, task.prompt))
+        try:
+            async with asyncio.timeout(timeout_s):
+                stdout, stderr, _ = await reading
+                code = await process.wait()
+        except TimeoutError:
+            reading.cancel()
+            _kill_group(process)
+            await process.wait()
+            raise AgentProgramError(f"{self.name} ran past its time limit of {timeout_s:g} s") from None
+        finally:
+            _kill_group(process)  # what it left running in the background goes too
+        said = _last_lines(stderr)
+        if code != 0:
+            raise AgentProgramError(f"{self.name} exited with code {code}" + (f"; stderr ends: {said}" if said else ""))
+        lines = [line.strip() for line in stdout.decode(errors="replace").splitlines() if line.strip()]
+        if not lines:
+            raise AgentProgramError(f"{self.name} printed no answer" + (f"; stderr ends: {said}" if said else ""))
+        if self.returns == "answer":
+            return lines[-1]
+        try:
+            return float(lines[-1])
+        except ValueError:
+            raise AgentProgramError(f"{self.name} printed {lines[-1]!r} as its reward, not a number") from None
+
+
+async def _tail(stream: asyncio.StreamReader) -> bytes:
+    """What a stream gives until it ends, of which the last :data:`OUTPUT_TAIL_BYTES` are kept."""
+    kept = b""
+    while chunk := await stream.read(1 << 16):
+        kept = (kept + chunk)[-OUTPUT_TAIL_BYTES:]
+    return kept
+
+
+async def _feed(stdin: asyncio.StreamWriter, text: str) -> None:
+    """The task's text to a command's stdin, then closed (a command that reads none is not an error)."""
+    try:
+        stdin.write(text.encode())
+        await stdin.drain()
+        stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _last_lines(output: bytes, count: int = 5) -> str:
+    return " | ".join(line for line in output.decode(errors="replace").strip().splitlines()[-count:] if line.strip())
+
+
+def load_agent(agent: AgentConfig) -> AgentProgram | AgentCommand:
+    """The agent ``[agent]`` names: a function (``program``) or an executable (``command``)."""
+    if agent.command:
+        return AgentCommand(agent.command, agent.returns)
+    return AgentProgram.load(agent.program)
+
+
 class AgentRollout:
     """Plays batches of episodes of an agent program, its model calls answered and recorded by ``gateway``.
 
     Args:
         envs: The env pool; each episode leases one env (its task, its reward, its tools).
-        program: The agent program.
+        program: The agent: a program (a function) or a command (an executable).
         gateway: Answers the program's calls with the policy's generator; started for each batch.
         config: The rollout's chains per task (``samples_per_prompt``).
         agent: The program's time limit and whether it gets the env's tools.
@@ -188,7 +315,7 @@ class AgentRollout:
     def __init__(
         self,
         envs: ResourcePool[EnvHandle],
-        program: AgentProgram,
+        program: AgentProgram | AgentCommand,
         gateway: Gateway,
         config: RolloutConfig,
         agent: AgentConfig,
@@ -311,7 +438,7 @@ def agent_demonstrations(config: Config, tokenizer: Any, envs: ResourcePool[EnvH
     rollout_config = msgspec.structs.replace(config.rollout, samples_per_prompt=1)
     rollout = AgentRollout(
         envs,
-        AgentProgram.load(config.agent.program),
+        load_agent(config.agent),
         gateway_for(config, expert, tokenizer),
         rollout_config,
         config.agent,

@@ -7,6 +7,7 @@ Examples::
     agentfly-train --config my.toml --set train.lr=2e-6 --set rollout.max_turns=6 --resume auto
     agentfly-train eval --model runs/train/final --episodes 200
     agentfly-train --config agent-calculator --agent examples/calculator_agent.py:solve   # your own agent program
+    agentfly-train eval --agent-command "python my_app/agent.py" --model runs/train/final   # ... or executable
     agentfly-train eval --base-url http://gpu-box:8000/v1 --server-model Qwen/Qwen2.5-7B-Instruct
     agentfly-train export --count 10000 --output prompts.jsonl   # prompt file for OpenRLHF
     agentfly-train --config openrlhf --dry-run                   # the OpenRLHF command for 8 GPUs, printed
@@ -70,6 +71,7 @@ FIELD_FLAGS = {
     "concurrency": "eval.concurrency",
     "ray_address": "openrlhf.ray_address",
     "agent": "agent.program",
+    "agent_command": "agent.command",
 }
 
 
@@ -109,6 +111,12 @@ def build_parser(command: str) -> argparse.ArgumentParser:
             "--agent",
             metavar="PATH.py:FUNC",
             help="an agent program, FUNC(task, llm), played through the token-exact gateway instead of the env loop",
+        )
+        parser.add_argument(
+            "--agent-command",
+            metavar="CMD",
+            help="an agent as an executable, run once per episode: endpoints in OPENAI_BASE_URL, ANTHROPIC_BASE_URL, "
+            "... and the task on stdin; its last printed line is the answer",
         )
     if command == "train":
         parser.add_argument("--backend", choices=BACKENDS)

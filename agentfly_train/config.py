@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, get_args, get_type_hints
@@ -370,8 +371,22 @@ class AgentConfig(Section):
     go through the token-exact gateway, its answer is scored by the env's reward."""
 
     program: str = ""
-    """``PATH.py:FUNC`` or ``MODULE:FUNC``, a ``def`` or ``async def FUNC(task, llm)``; empty: the env loop plays the
-    model (the env's prompt, template and parser)."""
+    """``PATH.py:FUNC`` or ``MODULE:FUNC``, a ``def`` or ``async def FUNC(task, llm)``; empty (and no ``command``): the
+    env loop plays the model (the env's prompt, template and parser)."""
+    command: str = ""
+    """An executable to run once per episode instead of a function (``"python my_app/agent.py --fast"``, any language,
+    any venv): in a process group of its own, with the endpoints in its environment (``OPENAI_BASE_URL``,
+    ``OPENAI_API_KEY``, ``OPENAI_MODEL``, ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``, ``AGENTFLY_TOOLS_URL``,
+    ``AGENTFLY_TASK_ID``, ``AGENTFLY_TASK_SEED``) and the task's text on stdin; the last non-empty line it prints is
+    its answer. Past ``timeout_s`` its group is killed and the episode fails, the tail of its stderr in the reason."""
+    returns: Literal["answer", "reward"] = "answer"
+    """What ``command``'s last line is: the answer text (the env's reward scores it) or a number, the reward."""
+
+    @property
+    def plays(self) -> bool:
+        """Whether an agent (a program or a command) plays the episodes, not the env loop."""
+        return bool(self.program or self.command)
+
     timeout_s: Positive = 300.0
     """Seconds one episode's program may run; past them the episode fails, with the reason, and its group goes on."""
     tools: bool = True
@@ -414,7 +429,8 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     sft: SFTConfig = msgspec.field(default_factory=SFTConfig)
     """``[sft]``: the warm start before RL (``agentfly-train sft`` runs it alone)."""
     agent: AgentConfig = msgspec.field(default_factory=AgentConfig)
-    """``[agent]``: an agent program to train or evaluate (``--agent PATH.py:FUNC``) instead of the env loop."""
+    """``[agent]``: an agent program to train or evaluate (``--agent PATH.py:FUNC``, ``--agent-command CMD``) instead
+    of the env loop."""
     backends: dict[str, Any] = msgspec.field(default_factory=lambda: {n: s() for n, s in backend_sections().items()})
     """Every registered backend's own section, by backend name, each read from the top-level table of that name
     (``[openrlhf]``) and read back as ``config.openrlhf``."""
@@ -537,16 +553,20 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ConfigError(f"algorithm.dual_clip must be > 1 (or 0 for off), got {dual_clip}")
         if problem := _is_correction_problem(self.algorithm):
             raise ConfigError(problem)
+        if self.agent.program and self.agent.command:
+            raise ConfigError("agent.program and agent.command name two agents: give one")
+        if self.agent.command and not shlex.split(self.agent.command):
+            raise ConfigError("agent.command is blank")
         for field, spec in (("agent.program", self.agent.program), ("agent.expert", self.agent.expert)):
             where = spec.rpartition(":")[0]
             if spec and (not where or (where.endswith(".py") and not Path(where).expanduser().is_file())):
                 raise ConfigError(f"{field} = {spec!r}: write it as PATH.py:FUNC (an existing file) or MODULE:FUNC")
-        if self.agent.program and self.sft.expert_episodes and not self.agent.expert:
+        if self.agent.plays and self.sft.expert_episodes and not self.agent.expert:
             raise ConfigError(
                 "sft.expert_episodes with agent.program needs agent.expert, a scripted model the program plays "
                 "against (the env's own expert plays the env loop's format, not the program's)"
             )
-        if self.agent.program and (self.backend != "local" or self.env.mix):
+        if self.agent.plays and (self.backend != "local" or self.env.mix):
             raise ConfigError(
                 "agent.program runs on the local backend with one env (not env.mix) in this version; "
                 f"got backend {self.backend!r}" + (" with env.mix" if self.env.mix else "")

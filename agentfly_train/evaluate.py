@@ -61,7 +61,7 @@ def evaluate(
         generator: What samples for ``model`` (a trainer's, kept in sync with it) instead of a new one.
     """
     config.validate(check_env=env_fn is None, check_model=model is None and client is None)
-    if config.agent.program and (client is not None or config.eval.base_url):
+    if config.agent.plays and (client is not None or config.eval.base_url):
         raise ConfigError(
             "an agent program is evaluated on the local model (the gateway records its calls), not a server"
         )
@@ -123,7 +123,7 @@ def _local_episodes(
     generator: Generator | None = None,
 ) -> tuple[list[Episode], Any]:
     """The episodes played locally, and the tokenizer (the one loaded here when no model was given)."""
-    from agentfly_train.agents import AgentProgram, AgentRollout, gateway_for
+    from agentfly_train.agents import AgentRollout, gateway_for, load_agent
     from agentfly_train.chat import ChatFormat
     from agentfly_train.generation import build_generator
     from agentfly_train.models import (
@@ -144,9 +144,9 @@ def _local_episodes(
     if generator is None:
         generator = build_generator(config, model, tokenizer)
     rollout: Rollout | AgentRollout
-    if config.agent.program:  # the program plays, its calls answered by the gateway at the eval's temperature
+    if config.agent.plays:  # the program plays, its calls answered by the gateway at the eval's temperature
         gateway = gateway_for(config, generator, tokenizer, temperature=config.eval.temperature)
-        rollout = AgentRollout(envs, AgentProgram.load(config.agent.program), gateway, rollout_config, config.agent)
+        rollout = AgentRollout(envs, load_agent(config.agent), gateway, rollout_config, config.agent)
     else:
         rollout = Rollout(
             envs,

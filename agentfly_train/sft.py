@@ -365,7 +365,7 @@ def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], An
         if sft.data
         else []
     )
-    if sft.expert_episodes and not config.agent.program:
+    if sft.expert_episodes and not config.agent.plays:
         experts = collect_expert(env_fn or config.env.id, sft.expert_episodes, options=config.env.options)
         demos += rewarded(
             parse_rows((msgspec.to_builtins(t) for t in experts), source=f"{config.env.id} expert"), sft.min_reward
@@ -376,7 +376,7 @@ def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], An
             episodes.append(encode(chat, demo, max_tokens=config.rollout.max_episode_tokens))
         except DemonstrationError as error:
             _bad(str(error), sft.on_bad_row)
-    if sft.expert_episodes and config.agent.program:  # the program's own format, played against agent.expert
+    if sft.expert_episodes and config.agent.plays:  # the program's own format, played against agent.expert
         episodes += _agent_demonstrations(config, tokenizer, env_fn)
     if not episodes:
         raise DemonstrationError("no demonstration fits rollout.max_episode_tokens")
@@ -407,7 +407,7 @@ def _agent_demonstrations(config: Any, tokenizer: Any, env_fn: Callable[[], Any]
         run_sync(envs.close())
     logger.info(
         "warm start: %s solved %d of %d training tasks against %s",
-        config.agent.program,
+        config.agent.program or config.agent.command,
         len(episodes),
         config.sft.expert_episodes,
         config.agent.expert,

@@ -46,7 +46,7 @@ from agentfly_env.core.env import AgentEnv
 from agentfly_env.core.recording import TrajectoryWriter
 from agentfly_env.resources.files import atomic_path
 from agentfly_train import algorithms
-from agentfly_train.agents import AgentProgram, AgentRollout, gateway_for
+from agentfly_train.agents import AgentRollout, gateway_for, load_agent
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config
 from agentfly_train.generation import build_generator, describe
@@ -230,9 +230,9 @@ class LocalTrainer:
         #: Which generator samples, for the run's log (``vllm (float32)``).
         self.generator_label = describe(self.generator)
         self.rollout: Rollout | AgentRollout
-        if config.agent.program:  # a program of the user's own plays, its calls answered by the gateway
+        if config.agent.plays:  # a program of the user's own plays, its calls answered by the gateway
             gateway = gateway_for(config, self.generator, tokenizer)
-            program = AgentProgram.load(config.agent.program)
+            program = load_agent(config.agent)
             self.rollout = AgentRollout(self.envs, program, gateway, config.rollout, config.agent)
         else:
             self.rollout = Rollout(self.envs, self.chat, self.generator, config.rollout)

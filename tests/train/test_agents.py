@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 import sys
 import time
 
@@ -25,7 +26,7 @@ from test_train_rollout import tiny_model
 from agentfly_env.core.aio import run_sync
 from agentfly_env.resources.distributed import make_env_pool
 from agentfly_train import algorithms
-from agentfly_train.agents import AgentProgram, AgentRollout, AgentTask, gateway_for
+from agentfly_train.agents import AgentCommand, AgentProgram, AgentRollout, AgentTask, gateway_for
 from agentfly_train.backends.local import LocalTrainer
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config, ConfigError
@@ -278,3 +279,84 @@ def test_a_program_uses_the_envs_own_tools_over_mcp(tokenizer, tmp_path):
         assert called.tool_calls[0].name == "calculator" and called.observation == episode.trajectory.task["answer"]
         assert answered.action == f"<answer>{episode.trajectory.task['answer']}</answer>"
         assert episode.summary.tool_calls == 1 and episode.tool_calls == 0  # the program called it, not the model
+
+
+COMMAND = f"{sys.executable} {REPO_ROOT}/examples/calculator_agent_command.py"
+
+
+def test_an_agent_command_plays_token_exact_episodes_as_the_function_does(math_envs, tokenizer, tmp_path):
+    command = AgentCommand(COMMAND)
+    result = scripted_rollout(math_envs, tokenizer, command, tmp_path).run([5, 6], sample_seed=0)
+    for episode in result.episodes:
+        answer = episode.trajectory.task["answer"]
+        assert episode.failure is None and episode.success and episode.reward == 1.0
+        assert episode.trajectory.steps[-1].action == f"<answer>{answer}</answer>"
+        assert episode.calls.calls == 2 and episode.calls.rows == 1 and episode.calls.prefix_mismatches == 0
+
+
+def write_script(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text("import os, sys, time, subprocess\n" + body)
+    return f"{sys.executable} {path}"
+
+
+def test_an_agent_command_gets_its_endpoints_and_task_and_fails_with_the_reason(math_envs, tokenizer, tmp_path):
+    """Its environment and stdin; a failing, silent or slow command (and what it started) is ended, its reason kept."""
+    echo = write_script(
+        tmp_path,
+        "echo.py",
+        "import json, openai\n"
+        "names = ['OPENAI_BASE_URL', 'ANTHROPIC_BASE_URL', 'AGENTFLY_TASK_ID', 'AGENTFLY_TASK_SEED', 'OPENAI_MODEL']\n"
+        "print(json.dumps({name: os.environ[name] for name in names} | {'stdin': sys.stdin.read()}), file=sys.stderr)\n"
+        "client = openai.OpenAI(max_retries=0)\n"  # from OPENAI_BASE_URL and OPENAI_API_KEY alone
+        "client.chat.completions.create(model=os.environ['OPENAI_MODEL'], messages=[{'role': 'user', 'content': 'hi'}])\n"
+        "print('thinking...')\nprint('  0.75  ')\nprint()\n",
+    )
+    rollout = scripted_rollout(math_envs, tokenizer, AgentCommand(echo, returns="reward"), tmp_path)
+    rollout.config = msgspec.structs.replace(rollout.config, samples_per_prompt=1)
+    [judged] = rollout.run([3], sample_seed=0).episodes
+    assert judged.failure is None and judged.reward == 0.75 and len(judged.rows) == 1
+
+    marker = tmp_path / "child.pid"
+    behaviours = {
+        "crash.py": (
+            "sys.stdin.read()\nprint('half way')\nprint('bad things', file=sys.stderr)\nsys.exit(3)\n",
+            "exited with code 3; stderr ends: bad things",
+        ),
+        "silent.py": ("pass\n", "printed no answer"),
+        "not_a_number.py": ("print('many')\n", "printed 'many' as its reward, not a number"),
+        "slow.py": (
+            f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            f"open({str(marker)!r}, 'w').write(str(child.pid))\ntime.sleep(60)\n",
+            "ran past its time limit of 1 s",
+        ),
+    }
+    for name, (body, reason) in behaviours.items():
+        command = AgentCommand(write_script(tmp_path, name, body), returns="reward")
+        rollout = scripted_rollout(math_envs, tokenizer, command, tmp_path, timeout_s=1.0)
+        rollout.config = msgspec.structs.replace(rollout.config, samples_per_prompt=1)
+        [episode] = rollout.run([4], sample_seed=0).episodes
+        assert episode.failure == f"{command.name} {reason}", episode.failure
+    child = int(marker.read_text())
+    for _ in range(100):  # the group was killed: its child too (reaped by init soon after)
+        if not os.path.exists(f"/proc/{child}") or open(f"/proc/{child}/stat").read().split()[2] == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the command's child {child} outlived its episode")
+    missing = AgentCommand("no-such-agent-binary --flag")
+    rollout = scripted_rollout(math_envs, tokenizer, missing, tmp_path)
+    rollout.config = msgspec.structs.replace(rollout.config, samples_per_prompt=1)
+    [episode] = rollout.run([4], sample_seed=0).episodes
+    assert episode.failure.startswith("no-such-agent-binary --flag could not start")
+
+
+def test_the_agent_command_flag_and_one_agent_at_a_time():
+    from agentfly_train.cli import build_parser, resolve_config
+
+    for command in ("train", "eval"):
+        config = resolve_config(build_parser(command).parse_args(["--agent-command", COMMAND]))
+        assert config.agent.command == COMMAND and config.agent.plays and not config.agent.program
+    both = resolve_config(build_parser("train").parse_args(["--agent-command", COMMAND, "--agent", f"{EXAMPLE}:solve"]))
+    with pytest.raises(ConfigError, match="two agents"):
+        both.validate(check_env=False, check_model=False)
