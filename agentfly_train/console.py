@@ -110,7 +110,9 @@ class StepReport:
             f"rollout {metrics['rollout_wall_s']:.1f} s, update {metrics['update_s']:.1f} s"
         )
         if metrics.get("left_out_episodes"):
-            line += f"; {metrics['left_out_episodes']} episodes left out of the update (their env failed)"
+            line += f"; {metrics['left_out_episodes']} episodes left out of the update (they failed)"
+        if reasons := metrics.get("failure_reasons"):
+            line += "; failed: " + "; ".join(f"{count} x {reason}" for reason, count in reasons.items())
         self.console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
         if not self.bar:
             return

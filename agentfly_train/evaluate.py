@@ -96,8 +96,8 @@ def evaluate(
     out.mkdir(parents=True, exist_ok=True)
     with TrajectoryWriter(out / TRAJECTORIES_FILE, durable=False) as writer:
         for episode in episodes:
-            if episode.trajectory is not None:
-                writer.write(episode.trajectory)
+            if (trajectory := episode.written()) is not None:
+                writer.write(trajectory)
     if client is None:  # played as tokens here: what the model generated, for agentfly-view
         write_token_log(out / TOKENS_FILE, local, tokenizer)
     summary: dict[str, Any] = {

@@ -32,15 +32,15 @@ from agentfly_train.rollout import Episode, EpisodeStats
 from agentfly_train.run_files import METRICS_FILE, TENSORBOARD_DIR
 
 
-def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, float]:
+def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, Any]:
     """Per-episode means over a batch (:func:`~agentfly_env.core.types.summarize`'s reward, success, turns,
     tool calls, errors, truncations) and the trainer's own: the reward's spread, budget cuts, env latency,
-    failed episodes and each truncation reason."""
+    failed episodes (and, where any failed, ``failure_reasons``: a count per reason) and each truncation reason."""
     count = max(len(episodes), 1)
     rewards = [e.reward for e in episodes]
     mean = sum(rewards) / count
     turns = sum(e.model_turns for e in episodes)
-    metrics: dict[str, float] = summarize(_with_driver_cut(e) for e in episodes)
+    metrics: dict[str, Any] = summarize(_with_driver_cut(e) for e in episodes)
     metrics.update(
         reward_std=math.sqrt(sum((r - mean) ** 2 for r in rewards) / count),
         reward_max=max(rewards, default=0.0),
@@ -50,9 +50,16 @@ def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, float]:
         # Episodes whose env died or raised: reported here, left out of the loss.
         failed_episodes=sum(e.failure is not None for e in episodes),
     )
+    if reasons := failure_reasons(episodes):  # JSONL and summary.json only: not a scalar
+        metrics["failure_reasons"] = reasons
     for reason, number in Counter(e.truncation_reason for e in episodes if e.truncated).items():
         metrics[f"truncated_{reason}"] = number
     return metrics
+
+
+def failure_reasons(episodes: Sequence[EpisodeStats]) -> dict[str, int]:
+    """How many episodes failed for each reason (the commonest first)."""
+    return dict(Counter(e.failure for e in episodes if e.failure is not None).most_common())
 
 
 def _with_driver_cut(episode: EpisodeStats) -> EpisodeSummary:

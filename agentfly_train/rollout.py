@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from agentfly_env.core.aio import run_sync
@@ -173,6 +174,12 @@ class EpisodeStats:
     def fail(self, error: BaseException) -> None:
         """End the episode failed: its env died or raised (``failure`` says how)."""
         self.failure = f"{type(error).__name__}: {error}"
+
+    def written(self) -> Trajectory | None:
+        """The trajectory as a run's trajectories file keeps it: with the reason, when the episode failed."""
+        if self.trajectory is None or self.failure is None:
+            return self.trajectory
+        return msgspec.structs.replace(self.trajectory, failure=self.failure)
 
 
 @dataclass

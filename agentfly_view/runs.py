@@ -279,12 +279,15 @@ class _TrajectoryBrief(msgspec.Struct):
     observation: msgspec.Raw
     episode_id: str | None = None
     steps: list[_StepBrief] = []
+    failure: str | None = None
 
 
 #: Training episode ids are ``{step}-{group}-{chain}``, the step counted from 0 (metrics count from 1).
 _TRAINING_ID = re.compile(r"^(\d+)-")
 #: The outcome of an episode that ended normally (no truncation).
 ENDED = "ended"
+#: The outcome of an episode a driver ended failed (``Trajectory.failure`` says why).
+FAILED = "failed"
 
 
 @dataclass(frozen=True)
@@ -353,7 +356,9 @@ class EpisodeIndex(JsonlFile):
         for brief in briefs:
             steps = brief.steps
             summary = EpisodeSummary.of(steps)  # what every report says of an episode, from its steps
-            if not steps:
+            if brief.failure is not None:  # the driver ended it failed: its env died, a program raised
+                outcome = FAILED
+            elif not steps:
                 outcome = "unfinished"
             elif summary.terminated:
                 outcome = ENDED

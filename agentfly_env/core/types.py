@@ -131,7 +131,9 @@ class Step(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class Trajectory(msgspec.Struct, omit_defaults=True):
-    """A whole episode: the task, the first observation and every step (``latency_s``: each step's wall time)."""
+    """A whole episode: the task, the first observation and every step (``latency_s``: each step's wall time);
+    ``failure``: why a driver ended it failed for a reason outside the model (its env died, an agent program
+    raised), as the trainer writes it to a run's trajectories, else None."""
 
     env_id: str
     observation: str
@@ -141,6 +143,7 @@ class Trajectory(msgspec.Struct, omit_defaults=True):
     episode_id: str | None = None
     system_prompt: str | None = None
     latency_s: list[float] = msgspec.field(default_factory=list)
+    failure: str | None = None
 
     @classmethod
     def begin(cls, start: EpisodeStart) -> Trajectory:

@@ -295,8 +295,8 @@ class LocalTrainer:
             metrics.update(per_env_metrics(episodes))
         if self._trajectories is not None:
             for episode in episodes:
-                if episode.trajectory is not None:
-                    self._trajectories.write(episode.trajectory)
+                if (trajectory := episode.written()) is not None:
+                    self._trajectories.write(trajectory)
             write_token_log(self.run_dir / TOKENS_FILE, episodes, self.tokenizer)  # what was trained on: agentfly-view
 
         update_started = time.perf_counter()

@@ -393,6 +393,7 @@ async function showEpisode(params, ticket) {
       el("span", { class: "kv" }, "reward ", el("b", { text: fmt(row.reward) })),
       el("span", { class: row.success ? "solved" : "failed", id: "episode-result", text: row.success ? "solved" : "failed" }),
       el("span", { class: "kv" }, "ending ", el("b", { text: row.outcome })),
+      t.failure ? el("span", { class: "failed", id: "episode-failure", text: `failed: ${t.failure}` }) : null,
       el("span", { class: "kv" }, "seed ", el("b", { text: t.seed ?? "-" })),
       rowsSummary(tokens)),
     taskBlock(t.task),

@@ -360,3 +360,55 @@ def test_the_agent_command_flag_and_one_agent_at_a_time():
     both = resolve_config(build_parser("train").parse_args(["--agent-command", COMMAND, "--agent", f"{EXAMPLE}:solve"]))
     with pytest.raises(ConfigError, match="two agents"):
         both.validate(check_env=False, check_model=False)
+
+
+def test_each_failed_episodes_reason_reaches_the_metrics_the_trajectories_and_the_viewer(tokenizer, tmp_path):
+    """An evaluation of a program that fails on some tasks: summary.json counts each reason, trajectories.jsonl and
+    the viewer's episode list and page carry it."""
+    from starlette.testclient import TestClient
+
+    from agentfly_view.app import create_app
+    from agentfly_view.runs import RunDir
+
+    program = tmp_path / "picky.py"
+    program.write_text(
+        f"import sys\nsys.path.insert(0, {str(REPO_ROOT / 'examples')!r})\nimport calculator_agent\n\n"
+        "def solve(task, llm):\n"
+        "    if task.seed % 2:\n"
+        "        raise RuntimeError('odd seeds are not my job')\n"
+        "    return calculator_agent.solve(task, llm)\n"
+    )
+    config = calculator_config(tmp_path / "run", program=f"{program}:solve")
+    config.rollout = msgspec.structs.replace(config.rollout, max_new_tokens=8, generator="transformers")
+    summary = evaluate(config, model=tiny_model(tokenizer), tokenizer=tokenizer)
+    reason = f"{program}:solve raised RuntimeError: odd seeds are not my job"
+    assert summary["failed_episodes"] == 2 and summary["failure_reasons"] == {reason: 2}
+    written = [json.loads(line) for line in open(summary["trajectories"])]
+    assert [t.get("failure") for t in written] == [None, reason, None, reason]
+    client = TestClient(create_app([RunDir(tmp_path / "run")]), base_url="http://127.0.0.1")
+    rows = client.get("/api/episodes", params={"source": "eval"}).json()["rows"]
+    assert [row["outcome"] for row in rows][1::2] == ["failed", "failed"]
+    assert client.get("/api/episode", params={"source": "eval", "index": 1}).json()["trajectory"]["failure"] == reason
+
+
+def test_a_steps_line_on_the_console_counts_each_failure_reason():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from agentfly_train.console import StepReport
+
+    out = StringIO()
+    metrics = {
+        "reward_mean": 0.5,
+        "success_rate": 0.5,
+        "tool_calls_per_episode": 1.0,
+        "rollout_wall_s": 1.0,
+        "update_s": 1.0,
+    }
+    reasons = {"prog raised ValueError: no": 2, "prog never called the model": 1}
+    StepReport(Console(file=out, width=400), 3, bar=False)(
+        1, {**metrics, "left_out_episodes": 3, "failure_reasons": reasons}
+    )
+    assert "3 episodes left out of the update" in out.getvalue()
+    assert "failed: 2 x prog raised ValueError: no; 1 x prog never called the model" in out.getvalue()
