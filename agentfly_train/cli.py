@@ -208,7 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(config.to_dict(), indent=2))
             return 0
         dry_run = getattr(args, "dry_run", False)
-        config.validate(check_model=command not in ("export", "collect") and not dry_run)
+        config.validate(
+            check_model=command not in ("export", "collect") and not dry_run, training=command in ("train", "sft")
+        )
         if command == "sft" and not config.sft.enabled:
             raise ConfigError("sft needs demonstrations: --data FILE (or sft.data / sft.expert_episodes in the config)")
         if command == "eval" and args.split == "train":

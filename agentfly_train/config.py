@@ -342,7 +342,7 @@ class SFTConfig(Section):
 
     data: list[str] = msgspec.field(default_factory=list)
     """JSONL files of demonstrations (trajectories, e.g. from ``agentfly-train collect``, or OpenAI chat
-    transcripts)."""
+    transcripts); relative paths in a config file are relative to its folder."""
     expert_episodes: ZeroOrMore = 0
     """Demonstrations played by the run's env's scripted expert (train split, tasks 0, 1, ...) at the start. With
     ``data`` empty and this 0, there is no warm start."""
@@ -372,7 +372,8 @@ class AgentConfig(Section):
 
     program: str = ""
     """``PATH.py:FUNC`` or ``MODULE:FUNC``, a ``def`` or ``async def FUNC(task, llm)``; empty (and no ``command``): the
-    env loop plays the model (the env's prompt, template and parser)."""
+    env loop plays the model (the env's prompt, template and parser). A relative path in a config file is relative
+    to that file's folder (on the command line, to the working directory); so is ``expert``'s."""
     command: str = ""
     """An executable to run once per episode instead of a function (``"python my_app/agent.py --fast"``, any language,
     any venv): in a process group of its own, with the endpoints in its environment (``OPENAI_BASE_URL``,
@@ -517,12 +518,15 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     # ----------------------------------------------------------------- validation
 
-    def validate(self, *, check_env: bool = True, check_model: bool = True) -> Config:
+    def validate(self, *, check_env: bool = True, check_model: bool = True, training: bool = True) -> Config:
         """Check the config without loading torch or transformers; returns self.
 
         Args:
             check_env: Check that the env id is registered (imports :mod:`agentfly_env`, which is light).
             check_model: Check that the model can be found locally.
+            training: Check what only training uses too (the update's batching and losses, the warm start):
+                ``eval`` and ``export`` never warm-start or update, so a training preset's settings for them
+                do not stop an evaluation.
 
         Raises:
             ConfigError: for the first problem found.
@@ -542,16 +546,16 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 f"{self.algo} compares the chains of one task, so rollout.samples_per_prompt must be at least "
                 f"{algo.min_chains}"
             )
-        if train.mini_batch_size and self.episodes_per_step % train.mini_batch_size:
+        if training and train.mini_batch_size and self.episodes_per_step % train.mini_batch_size:
             raise ConfigError(
                 f"train.mini_batch_size ({train.mini_batch_size}) must divide the episodes per step "
                 f"({self.episodes_per_step} = prompts_per_step x samples_per_prompt)"
             )
         if self.env.backend_pools and self.env.pool != "local":
             raise ConfigError("env.backend_pools sizes the pools of this process: it needs env.pool = 'local'")
-        if dual_clip and dual_clip <= 1:
+        if training and dual_clip and dual_clip <= 1:
             raise ConfigError(f"algorithm.dual_clip must be > 1 (or 0 for off), got {dual_clip}")
-        if problem := _is_correction_problem(self.algorithm):
+        if training and (problem := _is_correction_problem(self.algorithm)):
             raise ConfigError(problem)
         if self.agent.program and self.agent.command:
             raise ConfigError("agent.program and agent.command name two agents: give one")
@@ -561,7 +565,7 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             where = spec.rpartition(":")[0]
             if spec and (not where or (where.endswith(".py") and not Path(where).expanduser().is_file())):
                 raise ConfigError(f"{field} = {spec!r}: write it as PATH.py:FUNC (an existing file) or MODULE:FUNC")
-        if self.agent.plays and self.sft.expert_episodes and not self.agent.expert:
+        if training and self.agent.plays and self.sft.expert_episodes and not self.agent.expert:
             raise ConfigError(
                 "sft.expert_episodes with agent.program needs agent.expert, a scripted model the program plays "
                 "against (the env's own expert plays the env loop's format, not the program's)"
@@ -617,6 +621,7 @@ def _read_config(path: str | os.PathLike[str], chain: tuple[Path, ...] = ()) -> 
         data = tomllib.loads(resolved.read_text())
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{resolved}: not valid TOML: {error}") from None
+    _resolve_files(data, resolved.parent)
     parent = data.pop("extends", None)
     if parent is None:
         return data
@@ -624,6 +629,35 @@ def _read_config(path: str | os.PathLike[str], chain: tuple[Path, ...] = ()) -> 
         raise ConfigError(f"{resolved}: extends must name a config file or a preset, got {parent!r}")
     sibling = resolved.parent / parent
     return _merged(_read_config(sibling if sibling.is_file() else parent, (*chain, resolved)), data)
+
+
+#: The fields that name files: ``PATH.py:FUNC`` specs, and data files (a list): relative ones are the config
+#: file's own.
+SPEC_FIELDS = (("agent", "program"), ("agent", "expert"))
+FILE_LIST_FIELDS = (("sft", "data"),)
+
+
+def _resolve_files(data: dict[str, Any], folder: Path) -> None:
+    """Make the relative file paths of a config file's data (:data:`SPEC_FIELDS`, :data:`FILE_LIST_FIELDS`)
+    relative to the file's own folder, in place, so a config works from any directory (``MODULE:FUNC`` specs
+    are left as they are)."""
+
+    def resolved(path: str) -> str:
+        return path if Path(path).expanduser().is_absolute() else os.path.normpath(folder / path)
+
+    def section(name: str) -> dict[str, Any]:
+        table = data.get(name)
+        return table if isinstance(table, dict) else {}
+
+    for table, name in SPEC_FIELDS:
+        value = section(table).get(name)
+        if isinstance(value, str) and value.rpartition(":")[0].endswith(".py"):
+            where, _, function = value.rpartition(":")
+            data[table][name] = f"{resolved(where)}:{function}"
+    for table, name in FILE_LIST_FIELDS:
+        value = section(table).get(name)
+        if isinstance(value, list):
+            data[table][name] = [resolved(path) if isinstance(path, str) and path else path for path in value]
 
 
 def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

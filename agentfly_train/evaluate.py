@@ -60,7 +60,7 @@ def evaluate(
         client: A server client instead of one built from ``eval.base_url``.
         generator: What samples for ``model`` (a trainer's, kept in sync with it) instead of a new one.
     """
-    config.validate(check_env=env_fn is None, check_model=model is None and client is None)
+    config.validate(check_env=env_fn is None, check_model=model is None and client is None, training=False)
     if config.agent.plays and (client is not None or config.eval.base_url):
         raise ConfigError(
             "an agent program is evaluated on the local model (the gateway records its calls), not a server"

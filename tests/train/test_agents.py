@@ -412,3 +412,33 @@ def test_a_steps_line_on_the_console_counts_each_failure_reason():
     )
     assert "3 episodes left out of the update" in out.getvalue()
     assert "failed: 2 x prog raised ValueError: no; 1 x prog never called the model" in out.getvalue()
+
+
+def test_eval_of_a_program_on_a_training_preset_ignores_what_only_training_uses():
+    """The calculator preset warm-starts the env loop; an evaluation of a program on it never warm-starts."""
+    from agentfly_train.cli import build_parser, resolve_config
+
+    config = resolve_config(build_parser("eval").parse_args(["--config", "calculator", "--agent", f"{EXAMPLE}:solve"]))
+    assert config.sft.expert_episodes and not config.agent.expert
+    config.validate(check_model=False, training=False)
+    with pytest.raises(ConfigError, match="agent.expert"):  # training it would warm-start, which needs the expert
+        config.validate(check_model=False)
+
+
+def test_relative_paths_in_a_config_file_are_the_files_own(tmp_path, monkeypatch):
+    """A config's agent and demonstration files are found from any working directory, through ``extends`` too."""
+    project = tmp_path / "project"
+    (project / "configs").mkdir(parents=True)
+    (project / "agent.py").write_text("def solve(task, llm):\n    return '1'\n")
+    (project / "configs" / "base.toml").write_text(
+        'extends = "agent-calculator"\n[agent]\nprogram = "../agent.py:solve"\n[sft]\ndata = ["../demos.jsonl"]\n'
+    )
+    (project / "configs" / "mine.toml").write_text(
+        'extends = "base.toml"\n[agent]\nexpert = "calculator_agent:expert"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    config = Config.load(str(project / "configs" / "mine.toml"))
+    assert config.agent.program == f"{project / 'agent.py'}:solve"
+    assert config.sft.data == [str(project / "demos.jsonl")]
+    assert config.agent.expert == "calculator_agent:expert"  # a module, not a path: as written
+    assert Config.load("agent-calculator").agent.program == f"{REPO_ROOT / 'examples' / 'calculator_agent.py'}:solve"
