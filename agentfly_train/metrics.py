@@ -110,25 +110,29 @@ def sequence_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
 def gateway_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     """What an agent program's model calls came to (none for episodes the env loop played): calls and rows per
     episode, the prefix-mismatch rate (rows started because a conversation did not go on as the model wrote
-    it, per call), and the gateway's own added latency per call, p50 and p99 in milliseconds.
+    it, per call), prompt and completion tokens per call that sampled (a call cut by the context window samples
+    nothing), and the gateway's own added latency per call, p50 and p99 in milliseconds.
 
     Example:
         >>> from agentfly_train.gateway import EpisodeCounters
-        >>> played = Episode(0, 0, 0, calls=EpisodeCounters(calls=4, rows=2, prefix_mismatches=1, added_latency_s=[0.001] * 4))
-        >>> gateway_metrics([played])["prefix_mismatch_rate"], gateway_metrics([played])["gateway_latency_ms_p50"]
-        (0.25, 1.0)
+        >>> counters = EpisodeCounters(calls=4, sampled_calls=2, rows=2, prefix_mismatches=1, prompt_tokens=300,
+        ...                            added_latency_s=[0.001] * 4)
+        >>> played = Episode(0, 0, 0, calls=counters)
+        >>> metrics = gateway_metrics([played])
+        >>> metrics["prefix_mismatch_rate"], metrics["prompt_tokens_per_call"], metrics["gateway_latency_ms_p50"]
+        (0.25, 150.0, 1.0)
     """
     counters = [e.calls for e in episodes if e.calls is not None]
     if not counters:
         return {}
-    count, calls = len(counters), sum(c.calls for c in counters)
+    count, calls, sampled = len(counters), sum(c.calls for c in counters), sum(c.sampled_calls for c in counters)
     latency = [1000 * seconds for c in counters for seconds in c.added_latency_s] or [0.0]
     return {
         "llm_calls_per_episode": calls / count,
         "rows_per_episode": sum(c.rows for c in counters) / count,
         "prefix_mismatch_rate": sum(c.prefix_mismatches for c in counters) / max(calls, 1),
-        "prompt_tokens_per_call": sum(c.prompt_tokens for c in counters) / max(calls, 1),
-        "completion_tokens_per_call": sum(c.completion_tokens for c in counters) / max(calls, 1),
+        "prompt_tokens_per_call": sum(c.prompt_tokens for c in counters) / max(sampled, 1),
+        "completion_tokens_per_call": sum(c.completion_tokens for c in counters) / max(sampled, 1),
         "gateway_latency_ms_p50": float(np.percentile(latency, 50)),
         "gateway_latency_ms_p99": float(np.percentile(latency, 99)),
     }

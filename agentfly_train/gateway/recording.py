@@ -79,6 +79,7 @@ class EpisodeCounters:
 
     Attributes:
         calls: Chat completions answered (those cut by the context window included).
+        sampled_calls: Calls that sampled tokens (and were recorded): what the token counts are over.
         rows: Token rows.
         prefix_mismatches: Rows that began because a conversation did not continue as the model wrote it.
         prompt_tokens: Prompt tokens over all calls.
@@ -89,6 +90,7 @@ class EpisodeCounters:
     """
 
     calls: int = 0
+    sampled_calls: int = 0
     rows: int = 0
     prefix_mismatches: int = 0
     prompt_tokens: int = 0
@@ -117,6 +119,7 @@ class EpisodeRecording:
 
     def record(self, prompt: list[int], generation: Generation) -> int:
         """Record a sampled call; returns the index of the row it went into."""
+        self.counters.sampled_calls += 1
         self.counters.prompt_tokens += len(prompt)
         self.counters.completion_tokens += len(generation.token_ids)
         continued = [i for i, row in enumerate(self.rows) if row.continued_by(prompt)]

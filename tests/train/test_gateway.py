@@ -162,7 +162,7 @@ def test_a_tool_using_episode_is_one_token_exact_row(served, tokenizer):
     counters = recording.counters
     assert (counters.calls, counters.rows) == (2, 1)
     assert counters.completion_tokens == len(sampled1.token_ids) + len(sampled2.token_ids)
-    assert counters.prompt_tokens == len(prompt1) + len(prompt2)
+    assert counters.prompt_tokens == len(prompt1) + len(prompt2) and counters.sampled_calls == 2
     assert len(counters.added_latency_s) == 2 and all(s >= 0 for s in counters.added_latency_s)
 
 
@@ -491,6 +491,7 @@ def test_a_prompt_past_the_context_window_finishes_with_length(served):
     recording = running.close_episode(episode.key)
     assert (reply.choices[0].finish_reason, reply.choices[0].message.content) == ("length", None)
     assert generator.served == [] and recording.rows == [] and recording.counters.calls == 1
+    assert recording.counters.sampled_calls == 0 and recording.counters.prompt_tokens == 0  # nothing sampled
 
 
 JSON = st.recursive(
