@@ -11,7 +11,7 @@ Errors come in Anthropic's shape (``{"type": "error", "error": {"type": ..., "me
 
 What has no equivalent for a text model's chat is a 400 naming the field: extended ``thinking``, thinking
 blocks, images and documents, server tools (web search, code execution, the text editor, bash), ``top_k``
-(the gateway samples with the run's own), a ``tool_choice`` of ``any`` or a named tool.
+(the gateway samples with the run's own).
 
 Example:
     >>> request = parse_messages_request(
@@ -32,7 +32,7 @@ __all__ = ["message_body", "message_events", "parse_messages_request"]
 
 #: Anthropic's ``stop_reason`` for each of the chat core's finish reasons.
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
-_TOOL_CHOICES = {"auto": "auto", "none": "none"}
+_TOOL_CHOICES = {"auto": "auto", "none": "none", "any": "required"}
 
 
 def parse_messages_request(raw: bytes) -> ChatRequest:
@@ -68,9 +68,14 @@ def parse_messages_request(raw: bytes) -> ChatRequest:
     choice = body.get("tool_choice")
     if choice is not None:
         kind = choice.get("type") if isinstance(choice, dict) else None
-        if kind not in _TOOL_CHOICES:
-            raise RequestError(f"tool_choice must be of type 'auto' or 'none', got {kind!r}", "tool_choice")
-        chat["tool_choice"] = _TOOL_CHOICES[kind]
+        if kind == "tool":
+            chat["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
+        elif kind in _TOOL_CHOICES:
+            chat["tool_choice"] = _TOOL_CHOICES[kind]
+        else:
+            raise RequestError(
+                f"tool_choice must be of type 'auto', 'any', 'tool' or 'none', got {kind!r}", "tool_choice"
+            )
     for ours, theirs in (
         ("temperature", "temperature"),
         ("top_p", "top_p"),

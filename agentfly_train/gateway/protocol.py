@@ -1,7 +1,7 @@
 """OpenAI's chat-completions wire format: requests validated, responses and stream chunks built, errors shaped.
 
 Only what the gateway supports is accepted; a field it cannot honour is a 400 naming the field,
-never silently ignored (``n=2``, ``tool_choice="required"``). Fields that do not change what is
+never silently ignored (``n=2``, a ``tool_choice`` naming a tool it was not given). Fields that do not change what is
 sampled (``user``, ``metadata``, ``store``, ...) are ignored, as OpenAI-compatible servers do.
 
 Example:
@@ -90,7 +90,10 @@ class ChatRequest:
     Attributes:
         messages: The conversation.
         tools: Tool definitions in OpenAI's shape (``{"type": "function", "function": {...}}``).
-        tool_choice: ``auto`` or ``none`` (``none`` renders no tools, so the model is not offered any).
+        tool_choice: ``auto``, ``none`` (renders no tools, so the model is not offered any) or ``required`` (the
+            model's turn starts with the call format's opening, so it writes a call).
+        tool_name: With ``required``, the one tool the call must be to (a named function): its turn starts
+            with the call up to the arguments.
         temperature: None for the gateway's default.
         top_p: None for the gateway's default.
         max_tokens: ``max_completion_tokens`` or ``max_tokens``; None for the gateway's default.
@@ -103,6 +106,7 @@ class ChatRequest:
     messages: list[ChatMessage]
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_choice: str = "auto"
+    tool_name: str | None = None
     temperature: float | None = None
     top_p: float | None = None
     max_tokens: int | None = None
@@ -144,10 +148,8 @@ def chat_request(body: dict[str, Any]) -> ChatRequest:
     n = body.get("n")
     if n is not None and (not _is_int(n) or n != 1):
         raise RequestError(f"only n=1 is supported, got {n!r}", "n")
-    tool_choice = body.get("tool_choice") or "auto"
-    if tool_choice not in ("auto", "none"):
-        raise RequestError(f"tool_choice must be 'auto' or 'none', got {tool_choice!r}", "tool_choice")
     tools = _tools(body.get("tools"))
+    tool_choice, tool_name = _tool_choice(body.get("tool_choice") or "auto", tools)
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise RequestError("'stream_options' must be an object", "stream_options")
@@ -155,8 +157,9 @@ def chat_request(body: dict[str, Any]) -> ChatRequest:
     max_param = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
     return ChatRequest(
         messages=_messages(body["messages"]),
-        tools=tools if tool_choice == "auto" else [],
+        tools=tools if tool_choice != "none" else [],
         tool_choice=tool_choice,
+        tool_name=tool_name,
         temperature=_number(body, "temperature", 0.0, 2.0),
         top_p=_number(body, "top_p", 0.0, 1.0, open_low=True),
         max_tokens=_positive_int(max_tokens, max_param),
@@ -281,6 +284,24 @@ def _schema_problem(schema_json: str) -> str | None:
     except SchemaError as error:
         return f"{''.join(f'[{part!r}]' for part in error.path)} {error.message}".strip()
     return None
+
+
+def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> tuple[str, str | None]:
+    """``auto``, ``none``, ``required``, or ``{"type": "function", "function": {"name": ...}}`` (a tool given)."""
+    if value in ("auto", "none", "required"):
+        if value == "required" and not tools:
+            raise RequestError("tool_choice 'required' needs tools", "tool_choice")
+        return value, None
+    function = value.get("function") if isinstance(value, dict) and value.get("type") == "function" else None
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str):
+        raise RequestError(
+            "tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'function': {'name': ...}}",
+            "tool_choice",
+        )
+    if name not in {tool["function"]["name"] for tool in tools}:
+        raise RequestError(f"tool_choice names {name!r}, which is not among the tools", "tool_choice")
+    return "required", name
 
 
 def _stop(value: Any) -> tuple[str, ...]:

@@ -75,8 +75,12 @@ def parse_responses_request(raw: bytes) -> ChatRequest:
         if not isinstance(tools, list):
             raise RequestError("'tools' must be an array", "tools")
         chat["tools"] = [_tool(tool, f"tools[{index}]") for index, tool in enumerate(tools)]
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "function":  # a named function, flat in this API
+        chat["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
+    elif choice is not None:
+        chat["tool_choice"] = choice
     for ours, theirs in (
-        ("tool_choice", "tool_choice"),
         ("temperature", "temperature"),
         ("top_p", "top_p"),
         ("max_tokens", "max_output_tokens"),

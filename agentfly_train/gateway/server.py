@@ -337,7 +337,7 @@ class Gateway:
         recording = self._recording(key)
         raw = await request.body()
         assert self._render_pool is not None, "the gateway is not started"
-        body, prompt = await asyncio.get_running_loop().run_in_executor(
+        body, prompt, opening = await asyncio.get_running_loop().run_in_executor(
             self._render_pool, self._prepare, parse, raw, dict(recording.sampled_turns)
         )
         recording.counters.calls += 1
@@ -347,7 +347,7 @@ class Gateway:
             raise self._not_found(key)
         if generation.token_ids:
             recording.record(prompt, generation)
-        message, finish_reason, stop_sequence, turn = self._message(generation, body, call)
+        message, finish_reason, stop_sequence, turn = self._message(generation, body, call, opening)
         recording.counters.tool_calls += len(message.get("tool_calls", ()))
         recording.counters.cut_calls += finish_reason == "length"
         if turn is not None:  # sent back unchanged, this message is its sampled ids in later prompts
@@ -366,17 +366,26 @@ class Gateway:
 
     def _prepare(
         self, parse: Callable[[bytes], ChatRequest], raw: bytes, sampled_turns: Mapping[str, list[int]]
-    ) -> tuple[ChatRequest, list[int]]:
-        """A request body parsed and rendered to prompt tokens, in a render thread with its own renderer."""
+    ) -> tuple[ChatRequest, list[int], list[int]]:
+        """A request body parsed and rendered to prompt tokens, in a render thread with its own renderer; and the
+        turn's forced opening (a call's start, for ``tool_choice`` required or a named function), which ends the
+        prompt: the model writes the rest of the call, and only what it writes is trained."""
         renderer = getattr(self._renderers, "renderer", None)
         if renderer is None:
             chat = ChatFormat(copy.deepcopy(self.chat.tokenizer), self.chat.observation_role)
             renderer = self._renderers.renderer = ChatRenderer(chat, self.tool_text)
         body = parse(raw)
         try:
-            return body, renderer.encode(body.messages, body.tools, sampled_turns)
+            prompt = renderer.encode(body.messages, body.tools, sampled_turns)
         except RenderError as error:
             raise RequestError(str(error), "messages") from None
+        opening: list[int] = []
+        if body.tool_choice == "required":
+            try:
+                opening = renderer.chat.template_ids(self.tool_text.forced_opening(body.tool_name))
+            except ValueError as error:
+                raise RequestError(f"tool_choice {body.tool_name or 'required'!r}: {error}", "tool_choice") from None
+        return body, prompt + opening, opening
 
     def _recording(self, key: str) -> EpisodeRecording:
         recording = self.episodes.get(key)
@@ -416,18 +425,19 @@ class Gateway:
         return generation, time.perf_counter() - started
 
     def _message(
-        self, generation: Generation, body: ChatRequest, call: int
+        self, generation: Generation, body: ChatRequest, call: int, opening: list[int]
     ) -> tuple[dict[str, Any], str, str | None, tuple[str, list[int]] | None]:
         """The assistant message, OpenAI's finish reason and the stop string that ended it (if one did) for a
-        continuation, and the message's entry for the episode's sampled turns
-        (:meth:`~agentfly_train.gateway.rendering.ChatRenderer.sampled_turn`)."""
-        text = self.chat.tokenizer.decode(generation.token_ids, skip_special_tokens=True)
+        continuation after the turn's forced ``opening``, and the message's entry for the episode's sampled turns
+        (:meth:`~agentfly_train.gateway.rendering.ChatRenderer.sampled_turn`: the opening's ids and the sampled ones)."""
+        turn_ids = opening + generation.token_ids if generation.token_ids else []  # none: past the context window
+        text = self.chat.tokenizer.decode(turn_ids, skip_special_tokens=True)
         cut = generation.finish_reason == "stop_string"
         stopped = next((stop for stop in body.stop if text.endswith(stop)), None) if cut else None
         if stopped is not None:  # OpenAI leaves the stop sequence out, so the text is no longer the sampled ids' text
             text = text[: -len(stopped)]
         content, calls = self.tool_text.read(text) if body.tools else (text, [])
-        turn = None if cut else self.renderer.sampled_turn(content, calls, generation.token_ids)
+        turn = None if cut else self.renderer.sampled_turn(content, calls, turn_ids)
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
         if calls:
             message["tool_calls"] = [openai_tool_call(c, f"call_{call}_{i}") for i, c in enumerate(calls)]

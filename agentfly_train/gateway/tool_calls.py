@@ -61,11 +61,33 @@ class ToolCallText:
         written = "\n".join(self.parser.format_call(call) for call in calls)
         return f"{content}\n{written}" if content else written
 
+    def forced_opening(self, name: str | None = None) -> str:
+        """The text a call starts with in the parser's format: up to the tool's name (``name`` None: any tool),
+        or up to the arguments of a call to ``name``. A turn that starts with it writes a call
+        (``tool_choice`` ``required`` or a named function).
+
+        Raises:
+            ValueError: The format does not write a call's name and arguments in that order.
+
+        Example:
+            >>> ToolCallText("hermes").forced_opening(), ToolCallText("hermes").forced_opening("add")
+            ('<tool_call>\\n{"name": "', '<tool_call>\\n{"name": "add", "arguments": ')
+        """
+        written = self.parser.format_call(ToolCall(name or _NAME, {_ARGUMENT: 0}))
+        cut = written.find(_NAME) if name is None else written.find(json.dumps({_ARGUMENT: 0}))
+        if cut <= 0 or (name is not None and written.find(name) > cut):
+            raise ValueError(f"the {type(self.parser).__name__} call format cannot be started for the model")
+        return written[:cut]
+
     def describe_tools(self, tools: list[dict[str, Any]]) -> str:
         """What a system prompt says about the tools when the chat template does not render them (as
         :class:`~agentfly_env.tools.tool_env.ToolEnv` says it)."""
         listed = "\n".join(json.dumps(tool["function"], ensure_ascii=False) for tool in tools)
         return f"You can call these tools:\n{listed}\n\n{self.parser.instructions()}"
+
+
+# Placeholders that mark where a call's name and arguments go in the parser's format (forced_opening).
+_NAME, _ARGUMENT = "AGENTFLYTOOLNAME", "AGENTFLYARGUMENT"
 
 
 def openai_tool_call(call: ToolCall, call_id: str) -> dict[str, Any]:

@@ -528,3 +528,88 @@ def test_random_bodies_never_crash_the_server(served, body, raw):
         assert response.json()["choices"][0]["finish_reason"] in ("stop", "tool_calls", "length")
     else:
         assert response.text.rstrip().endswith("data: [DONE]")
+
+
+OPENING = '<tool_call>\n{"name": "'
+NAMED_OPENING = '<tool_call>\n{"name": "add", "arguments": '
+
+
+@pytest.mark.parametrize(
+    ("choice", "opening"),
+    [("required", OPENING), ({"type": "function", "function": {"name": "add"}}, NAMED_OPENING)],
+    ids=["required", "named"],
+)
+def test_a_required_or_named_tool_choice_starts_the_turn_with_the_call_and_trains_only_the_rest(
+    tokenizer, choice, opening
+):
+    """The model's turn begins with the call format's opening (mask 0, in the prompt); it writes the rest (mask 1);
+    sent back unchanged, the turn continues the row."""
+
+    def script(prompt: str) -> str:
+        return (
+            "The sum is 5."
+            if "<|im_start|>tool" in prompt.rpartition("<|im_start|>user")[2]
+            else CALL_TEXT[len(opening) :]
+        )
+
+    generator = ScriptedGenerator(tokenizer, script)
+    with BackgroundGateway(Gateway(generator, tokenizer, GatewaySettings(max_model_len=400))) as running:
+        episode = running.open_episode()
+        client = openai.OpenAI(base_url=episode.base_url, api_key=episode.key, max_retries=0)
+        messages = [{"role": "system", "content": "You add."}, {"role": "user", "content": "2 + 3?"}]
+        first = client.chat.completions.create(model="policy", messages=messages, tools=[ADD], tool_choice=choice)
+        call = first.choices[0].message.tool_calls[0]
+        assert (call.function.name, json.loads(call.function.arguments)) == ("add", {"a": 2, "b": 3})
+        messages += [first.choices[0].message, {"role": "tool", "tool_call_id": call.id, "content": "5"}]
+        second = client.chat.completions.create(model="policy", messages=messages, tools=[ADD])
+        recording = running.close_episode(episode.key)
+    assert second.choices[0].message.content == "The sum is 5."
+    system = {"role": "system", "content": f"You add.\n\n{TOOL_NOTE}"}
+    prompt1 = template_ids(tokenizer, [system, {"role": "user", "content": "2 + 3?"}])
+    forced = text_ids(tokenizer, opening)
+    sampled1 = generator.served[0].token_ids
+    assert sampled1 == text_ids(tokenizer, CALL_TEXT[len(opening) :]) + [generator.end]  # the model wrote the rest
+    [row] = recording.rows
+    assert recording.counters.prefix_mismatches == 0
+    assert row.token_ids[: len(prompt1) + len(forced) + len(sampled1)] == prompt1 + forced + sampled1
+    assert row.action_mask[: len(prompt1) + len(forced) + len(sampled1)] == [0] * (len(prompt1) + len(forced)) + [
+        1
+    ] * len(sampled1)
+
+
+def test_a_tool_choice_the_gateway_cannot_honour_is_a_400(served):
+    running, _ = served
+    episode = running.open_episode()
+    client = openai.OpenAI(base_url=episode.base_url, api_key=episode.key, max_retries=0)
+    for choice in ({"type": "function", "function": {"name": "multiply"}}, {"type": "custom"}, "always"):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(
+                model="policy", messages=[{"role": "user", "content": "hi"}], tools=[ADD], tool_choice=choice
+            )
+        assert refused.value.body["param"] == "tool_choice"
+    with pytest.raises(openai.BadRequestError, match="needs tools"):
+        client.chat.completions.create(
+            model="policy", messages=[{"role": "user", "content": "hi"}], tool_choice="required"
+        )
+    running.close_episode(episode.key)
+
+
+def test_each_dialect_names_a_tool_choice_its_own_way():
+    from agentfly_train.gateway.messages import parse_messages_request
+    from agentfly_train.gateway.responses import parse_responses_request
+
+    anthropic_tool = {"name": "add", "input_schema": ADD["function"]["parameters"]}
+    body = {"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "tools": [anthropic_tool]}
+    for choice, expected in (
+        ({"type": "any"}, ("required", None)),
+        ({"type": "tool", "name": "add"}, ("required", "add")),
+    ):
+        request = parse_messages_request(json.dumps({**body, "tool_choice": choice}).encode())
+        assert (request.tool_choice, request.tool_name) == expected
+    tool = {"type": "function", **ADD["function"]}
+    for choice, expected in (
+        ("required", ("required", None)),
+        ({"type": "function", "name": "add"}, ("required", "add")),
+    ):
+        request = parse_responses_request(json.dumps({"input": "hi", "tools": [tool], "tool_choice": choice}).encode())
+        assert (request.tool_choice, request.tool_name) == expected
