@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentfly_train.gateway.protocol import ChatRequest, RequestError, chat_request, decode_body
+from agentfly_train.gateway.protocol import ChatRequest, RequestError, converted_request, decode_body
 
 __all__ = ["message_body", "message_events", "parse_messages_request"]
 
@@ -76,20 +76,8 @@ def parse_messages_request(raw: bytes) -> ChatRequest:
             raise RequestError(
                 f"tool_choice must be of type 'auto', 'any', 'tool' or 'none', got {kind!r}", "tool_choice"
             )
-    for ours, theirs in (
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("stop", "stop_sequences"),
-        ("stream", "stream"),
-    ):
-        if body.get(theirs) is not None:
-            chat[ours] = body[theirs]
-    try:
-        return chat_request(chat)
-    except RequestError as error:  # name the field as the program wrote it
-        if error.param == "stop":
-            error.param = "stop_sequences"
-        raise
+    renamed = {"temperature": "temperature", "top_p": "top_p", "stop": "stop_sequences", "stream": "stream"}
+    return converted_request(chat, body, renamed)
 
 
 def _messages(message: Any, where: str) -> list[dict[str, Any]]:

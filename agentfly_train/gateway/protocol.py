@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +139,23 @@ def decode_body(raw: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
     return body
+
+
+def converted_request(chat: dict[str, Any], body: dict[str, Any], renamed: Mapping[str, str]) -> ChatRequest:
+    """Another dialect's request as the chat request it means: ``chat`` (what its converter built) plus the fields
+    of its ``body`` that only differ in name (``renamed``: the chat name -> the dialect's), validated; an error
+    names the field as the program wrote it."""
+    for ours, theirs in renamed.items():
+        if body.get(theirs) is not None:
+            chat[ours] = body[theirs]
+    try:
+        return chat_request(chat)
+    except RequestError as error:
+        theirs = renamed.get(error.param or "")
+        if theirs is not None and theirs != error.param:
+            error.message = error.message.replace(f"'{error.param}'", f"'{theirs}'")
+            error.param = theirs
+        raise
 
 
 def chat_request(body: dict[str, Any]) -> ChatRequest:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfly_train.gateway.protocol import ChatRequest, RequestError, chat_request, decode_body
+from agentfly_train.gateway.protocol import ChatRequest, RequestError, converted_request, decode_body
 
 __all__ = ["parse_responses_request", "response_body", "response_events"]
 
@@ -80,20 +80,8 @@ def parse_responses_request(raw: bytes) -> ChatRequest:
         chat["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
     elif choice is not None:
         chat["tool_choice"] = choice
-    for ours, theirs in (
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("max_tokens", "max_output_tokens"),
-        ("stream", "stream"),
-    ):
-        if body.get(theirs) is not None:
-            chat[ours] = body[theirs]
-    try:
-        return chat_request(chat)
-    except RequestError as error:  # name the field as the program wrote it
-        if error.param == "max_tokens":
-            error.param, error.message = "max_output_tokens", error.message.replace("max_tokens", "max_output_tokens")
-        raise
+    renamed = {"temperature": "temperature", "top_p": "top_p", "max_tokens": "max_output_tokens", "stream": "stream"}
+    return converted_request(chat, body, renamed)
 
 
 def _add_item(messages: list[dict[str, Any]], item: Any, where: str) -> None:
