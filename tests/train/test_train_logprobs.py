@@ -50,8 +50,12 @@ def test_chunked_action_logprobs_equal_the_whole_logits_in_value_and_gradient(
     assert torch.equal(ours == 0, theirs == 0) or mask.sum() == 0
     assert torch.allclose(ours, theirs, atol=1e-5)
     assert (ours[mask == 0] == 0).all() and (ours[mask == 1] < 0).all()
-    for a, b in zip(our_grads, their_grads, strict=True):  # equal up to float32's order of summation
-        assert (a - b).norm() <= 1e-4 * b.norm() + 1e-9
+    # Equal up to float32's order of summation, measured against the whole gradient's scale as well as each
+    # parameter's: a parameter whose true gradient is 0 (a query that attends to itself alone: its softmax is
+    # constant) gets rounding noise (~1e-8) from each path, which no relative bound on its own norm can hold.
+    scale = torch.cat([grad.flatten() for grad in their_grads]).norm()
+    for a, b in zip(our_grads, their_grads, strict=True):
+        assert (a - b).norm() <= 1e-4 * b.norm() + 1e-6 * scale
 
 
 def test_a_bf16_autocast_update_says_so_and_stays_near_float32(tokenizer, tmp_path):
