@@ -208,7 +208,7 @@ class Gateway:
         self.url = f"http://{host}:{listener.getsockname()[1]}"
         # Beyond loopback (a trainer's gateway for programs on other machines), any Host name is the machine's.
         rules = GuardRules(max_body_bytes=self.settings.max_request_bytes, allow_remote=not is_loopback(host))
-        app = RequestGuard(self.app, rules, _guard_error)
+        app = RequestGuard(self.app, rules, _dialect_error)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
         self._render_pool = ThreadPoolExecutor(
             self.settings.render_threads, thread_name_prefix="agentfly-gateway-render"
@@ -482,7 +482,7 @@ ROUTES = (
 )
 
 
-def _guard_error(status: int, message: str, path: str) -> dict[str, Any]:
+def _dialect_error(status: int, message: str, path: str) -> dict[str, Any]:
     """An error outside a route (the guard's refusals, Starlette's 404, a failure), in the shape of the dialect
     its path speaks."""
     shape = anthropic_error if path.endswith("/messages") else openai_error
@@ -495,12 +495,12 @@ async def _http_error(request: Request, error: Exception) -> Response:
     message = str(error.detail)
     if error.status_code in (404, 405):
         message = f"{message}: {request.method} {request.url.path}; the gateway serves {ROUTES}"
-    return JSONResponse(_guard_error(error.status_code, message, request.url.path), status_code=error.status_code)
+    return JSONResponse(_dialect_error(error.status_code, message, request.url.path), status_code=error.status_code)
 
 
 async def _server_error(request: Request, error: Exception) -> Response:
     """A failure of the gateway or the generator: the program gets OpenAI's error JSON, the server goes on."""
-    body = _guard_error(500, f"{type(error).__name__}: {error}", request.url.path)
+    body = _dialect_error(500, f"{type(error).__name__}: {error}", request.url.path)
     return JSONResponse(body, status_code=500)
 
 
