@@ -25,9 +25,9 @@ Each refusal is answered in the server's own error shape (``error_body``), with 
 
 Example:
     >>> rules = GuardRules(max_body_bytes=1024)
-    >>> rules.refusal("GET", {"host": "evil.example:8000"})
+    >>> rules.refusal({"host": "evil.example:8000"})
     (403, "Host 'evil.example:8000' is not this server's: it answers loopback and localhost only (allow a name with --allow-host)")
-    >>> rules.refusal("POST", {"host": "127.0.0.1:8000", "origin": "http://127.0.0.1:8000"}) is None
+    >>> rules.refusal({"host": "127.0.0.1:8000", "origin": "http://127.0.0.1:8000"}) is None
     True
     >>> json_too_deep(b'{"a": [[[1]]]}', limit=3), json_too_deep(b'{"a": "[[[[[["}', limit=3)
     (True, False)
@@ -136,7 +136,7 @@ class GuardRules:
         object.__setattr__(self, "allowed_hosts", tuple(host.lower() for host in self.allowed_hosts))
         object.__setattr__(self, "allowed_origins", tuple(o.lower().rstrip("/") for o in self.allowed_origins))
 
-    def refusal(self, method: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+    def refusal(self, headers: Mapping[str, str]) -> tuple[int, str] | None:
         """Why a request with these (lower-cased) headers is refused before its body is read, as
         ``(status, message)``; None when its host, origin, content type and declared size pass."""
         host = headers.get("host", "")
@@ -212,7 +212,7 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-        refused = self.rules.refusal(scope.get("method", "GET"), headers)
+        refused = self.rules.refusal(headers)
         if refused is None and kind == "http":
             body, refused = await self._read_body(receive)
             if refused is None:
