@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentfly_train.gateway.protocol import ChatRequest, RequestError, converted_request, decode_body
+from agentfly_train.gateway.protocol import ChatRequest, RequestError, converted_request, converted_tools, decode_body
 
 __all__ = ["message_body", "message_events", "parse_messages_request"]
 
@@ -59,12 +59,11 @@ def parse_messages_request(raw: bytes) -> ChatRequest:
         raise RequestError("'messages' must be a non-empty array", "messages")
     for index, message in enumerate(given):
         messages += _messages(message, f"messages[{index}]")
-    chat: dict[str, Any] = {"messages": messages, "max_tokens": body["max_tokens"]}
-    tools = body.get("tools")
-    if tools:
-        if not isinstance(tools, list):
-            raise RequestError("'tools' must be an array", "tools")
-        chat["tools"] = [_tool(tool, f"tools[{index}]") for index, tool in enumerate(tools)]
+    chat: dict[str, Any] = {
+        "messages": messages,
+        "max_tokens": body["max_tokens"],
+        "tools": converted_tools(body.get("tools"), _tool),
+    }
     choice = body.get("tool_choice")
     if choice is not None:
         kind = choice.get("type") if isinstance(choice, dict) else None

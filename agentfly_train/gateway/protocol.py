@@ -158,6 +158,15 @@ def converted_request(chat: dict[str, Any], body: dict[str, Any], renamed: Mappi
         raise
 
 
+def converted_tools(value: Any, convert: Callable[[Any, str], dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Another dialect's ``tools`` in the chat shape (``convert(tool, "tools[i]")`` each); None for none."""
+    if not value:
+        return None
+    if not isinstance(value, list):
+        raise RequestError("'tools' must be an array", "tools")
+    return [convert(tool, f"tools[{index}]") for index, tool in enumerate(value)]
+
+
 def chat_request(body: dict[str, Any]) -> ChatRequest:
     """A chat-completions body (decoded), validated: what every dialect is converted to."""
     if "messages" not in body:

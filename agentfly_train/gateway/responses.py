@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfly_train.gateway.protocol import ChatRequest, RequestError, converted_request, decode_body
+from agentfly_train.gateway.protocol import ChatRequest, RequestError, converted_request, converted_tools, decode_body
 
 __all__ = ["parse_responses_request", "response_body", "response_events"]
 
@@ -69,12 +69,7 @@ def parse_responses_request(raw: bytes) -> ChatRequest:
             _add_item(messages, item, f"input[{index}]")
     else:
         raise RequestError("'input' must be a string or a non-empty array of items", "input")
-    chat: dict[str, Any] = {"messages": messages}
-    tools = body.get("tools")
-    if tools:
-        if not isinstance(tools, list):
-            raise RequestError("'tools' must be an array", "tools")
-        chat["tools"] = [_tool(tool, f"tools[{index}]") for index, tool in enumerate(tools)]
+    chat: dict[str, Any] = {"messages": messages, "tools": converted_tools(body.get("tools"), _tool)}
     choice = body.get("tool_choice")
     if isinstance(choice, dict) and choice.get("type") == "function":  # a named function, flat in this API
         chat["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}

@@ -130,6 +130,20 @@ def calculator_program(client, stream: bool = False):
     return first, second
 
 
+def assert_one_calculator_row(tokenizer, generator, recording) -> None:
+    """The calculator conversation (:func:`calculator_program`, in any dialect) was recorded as one row: the second
+    prompt as SmolLM2's template gives it, then the second call's sampled ids; both calls' sampled ids trained."""
+    system = {"role": "system", "content": f"You add.\n\n{TOOL_NOTE}"}
+    user = {"role": "user", "content": "2 + 3?"}
+    prompt2 = template_ids(
+        tokenizer, [system, user, {"role": "assistant", "content": CALL_TEXT}, {"role": "tool", "content": "5"}]
+    )
+    sampled1, sampled2 = generator.served
+    assert len(recording.rows) == 1 and recording.counters.prefix_mismatches == 0
+    assert recording.rows[0].token_ids == prompt2 + sampled2.token_ids
+    assert sum(recording.rows[0].action_mask) == len(sampled1.token_ids) + len(sampled2.token_ids)
+
+
 def test_a_tool_using_episode_is_one_token_exact_row(served, tokenizer):
     running, generator = served
     episode = running.open_episode()

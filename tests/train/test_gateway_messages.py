@@ -13,7 +13,7 @@ import json
 
 import httpx
 import pytest
-from test_gateway import ADD, CALL_TEXT, TOOL_NOTE, ScriptedGenerator, calculator_script, template_ids
+from test_gateway import ADD, ScriptedGenerator, assert_one_calculator_row, calculator_script
 
 from agentfly_train.agents import LLMEndpoint
 from agentfly_train.gateway import BackgroundGateway, Gateway, GatewaySettings
@@ -76,15 +76,7 @@ def test_a_tool_using_episode_on_the_messages_api_is_one_token_exact_row(served,
     assert (first.content[0].name, first.content[0].input) == ("add", {"a": 2, "b": 3})
     assert second.stop_reason == "end_turn" and second.content[0].text == "The sum is 5."
     assert second.usage.output_tokens == len(generator.served[1].token_ids)
-    system = {"role": "system", "content": f"You add.\n\n{TOOL_NOTE}"}
-    user = {"role": "user", "content": "2 + 3?"}
-    prompt2 = template_ids(
-        tokenizer, [system, user, {"role": "assistant", "content": CALL_TEXT}, {"role": "tool", "content": "5"}]
-    )
-    sampled1, sampled2 = generator.served
-    assert len(recording.rows) == 1 and recording.counters.prefix_mismatches == 0
-    assert recording.rows[0].token_ids == prompt2 + sampled2.token_ids
-    assert sum(recording.rows[0].action_mask) == len(sampled1.token_ids) + len(sampled2.token_ids)
+    assert_one_calculator_row(tokenizer, generator, recording)  # as the chat completions of the conversation
 
 
 def test_the_key_as_x_api_key_a_stop_sequence_and_the_error_shape(served):

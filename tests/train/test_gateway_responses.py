@@ -12,7 +12,7 @@ import json
 
 import httpx
 import pytest
-from test_gateway import ADD, CALL_TEXT, TOOL_NOTE, ScriptedGenerator, calculator_script, template_ids
+from test_gateway import ADD, ScriptedGenerator, assert_one_calculator_row, calculator_script
 
 from agentfly_train.gateway import BackgroundGateway, Gateway, GatewaySettings
 
@@ -70,16 +70,7 @@ def test_a_tool_using_episode_on_the_responses_api_is_one_token_exact_row(served
     assert (call.name, json.loads(call.arguments), call.call_id) == ("add", {"a": 2, "b": 3}, "call_1_0")
     assert second.output_text == "The sum is 5." and [item.type for item in second.output] == ["message"]
     assert second.usage.output_tokens == len(generator.served[1].token_ids)
-    # the same prompts, and the same one row, as the chat completions of the same conversation
-    system = {"role": "system", "content": f"You add.\n\n{TOOL_NOTE}"}
-    user = {"role": "user", "content": "2 + 3?"}
-    prompt2 = template_ids(
-        tokenizer, [system, user, {"role": "assistant", "content": CALL_TEXT}, {"role": "tool", "content": "5"}]
-    )
-    sampled1, sampled2 = generator.served
-    assert len(recording.rows) == 1 and recording.counters.prefix_mismatches == 0
-    assert recording.rows[0].token_ids == prompt2 + sampled2.token_ids
-    assert sum(recording.rows[0].action_mask) == len(sampled1.token_ids) + len(sampled2.token_ids)
+    assert_one_calculator_row(tokenizer, generator, recording)  # as the chat completions of the conversation
 
 
 def test_the_api_key_route_and_a_cut_response(served):
