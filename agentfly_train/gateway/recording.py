@@ -86,6 +86,8 @@ class EpisodeCounters:
         completion_tokens: Sampled tokens over all calls.
         tool_calls: Tool calls the model made (returned as ``tool_calls``), whatever tool they name.
         cut_calls: Calls that ended at the token budget or the context window (``finish_reason="length"``).
+        over_budget: Whether a call was cut or refused because the episode's rows reached the episode's token
+            budget (:attr:`~agentfly_train.gateway.GatewaySettings.max_episode_tokens`): the episode is over.
         added_latency_s: Per call, the seconds spent in the gateway outside the generator.
     """
 
@@ -97,6 +99,7 @@ class EpisodeCounters:
     completion_tokens: int = 0
     tool_calls: int = 0
     cut_calls: int = 0
+    over_budget: bool = False
     added_latency_s: list[float] = field(default_factory=list)
 
 
@@ -116,6 +119,17 @@ class EpisodeRecording:
     rows: list[Row] = field(default_factory=list)
     counters: EpisodeCounters = field(default_factory=EpisodeCounters)
     sampled_turns: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the rows hold: what the update trains on, and what the episode's budget counts."""
+        return sum(len(row.token_ids) for row in self.rows)
+
+    def tokens_with(self, prompt: list[int]) -> int:
+        """:attr:`tokens` once ``prompt`` is recorded (before its completion): a prompt that continues a row adds
+        its new tokens, any other a row of its own."""
+        continued = [len(row.token_ids) for row in self.rows if row.continued_by(prompt)]
+        return self.tokens + len(prompt) - max(continued, default=0)
 
     def record(self, prompt: list[int], generation: Generation) -> int:
         """Record a sampled call; returns the index of the row it went into."""

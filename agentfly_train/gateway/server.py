@@ -88,7 +88,12 @@ class GatewaySettings:
 
     Attributes:
         model: The model name it reports (any name a program sends is accepted).
-        max_model_len: The context window: prompt plus completion, in tokens.
+        max_model_len: The context window: prompt plus completion, in tokens. A trainer's gateway gives the model's
+            own (its max positions), as an API serving it would: a program's long prompt is answered, not cut.
+        max_episode_tokens: Most tokens an episode's rows may hold, what its update trains on (0: no limit). A
+            call gets no more completion than is left; once it is spent the episode is over
+            (:attr:`~agentfly_train.gateway.EpisodeCounters.over_budget`) and its later calls are answered at once
+            with ``finish_reason="length"`` and no text.
         max_new_tokens: Most tokens per completion (a request's ``max_tokens`` may ask for fewer).
         temperature: Used when a request gives none.
         top_p: Used when a request gives none.
@@ -109,6 +114,7 @@ class GatewaySettings:
 
     model: str = "agentfly-policy"
     max_model_len: int = 4096
+    max_episode_tokens: int = 0
     max_new_tokens: int = 1024
     temperature: float = 1.0
     top_p: float = 1.0
@@ -342,7 +348,7 @@ class Gateway:
         )
         recording.counters.calls += 1
         call = recording.counters.calls
-        generation, generator_s = await self._sample(prompt, body, key, call)
+        generation, generator_s = await self._sample(prompt, body, key, call, recording)
         if self.episodes.get(key) is not recording:  # closed while the model sampled: its rows are taken
             raise self._not_found(key)
         if generation.token_ids:
@@ -397,11 +403,19 @@ class Gateway:
         state = "has ended" if key in self.closed else "is not open"
         return RequestError(f"episode {key!r} {state}", status=404, code="episode_not_found")
 
-    async def _sample(self, prompt: list[int], body: ChatRequest, key: str, call: int) -> tuple[Generation, float]:
-        """The generator's continuation and the seconds spent waiting for it (no room left: an empty one)."""
+    async def _sample(
+        self, prompt: list[int], body: ChatRequest, key: str, call: int, recording: EpisodeRecording
+    ) -> tuple[Generation, float]:
+        """The generator's continuation and the seconds spent waiting for it (no room left in the context window or
+        the episode's budget: an empty one)."""
         settings = self.settings
         room = settings.max_model_len - len(prompt)
-        if room <= 0:
+        budget = min(body.max_tokens or settings.max_new_tokens, settings.max_new_tokens, room)
+        left = settings.max_episode_tokens - recording.tokens_with(prompt) if settings.max_episode_tokens else budget
+        if left <= 0:  # the rows are full: the episode is over, whatever the program does next
+            recording.counters.over_budget = True
+            return Generation([], [], "length"), 0.0
+        if budget <= 0:
             return Generation([], [], "length"), 0.0
         fixed = settings.fixed_sampling
         params = SamplingParams(
@@ -419,9 +433,10 @@ class Gateway:
             if body.seed is not None and not fixed
             else zlib.crc32(f"{settings.seed}/{episode}/{call}".encode())
         )
-        budget = min(body.max_tokens or settings.max_new_tokens, settings.max_new_tokens, room)
         started = time.perf_counter()
-        generation = await self.scheduler.generate(GenerationRequest(prompt, budget, seed), params)
+        generation = await self.scheduler.generate(GenerationRequest(prompt, min(budget, left), seed), params)
+        # Cut by what was left of the episode's budget, not by the call's own limits: the rows are full.
+        recording.counters.over_budget |= generation.finish_reason == "length" and len(generation.token_ids) >= left
         return generation, time.perf_counter() - started
 
     def _message(

@@ -145,7 +145,8 @@ def _vllm_generator(config: Config, kind: str, model: Any, tokenizer: Any) -> Ge
             folder,
             dtype=config.model.dtype if rollout.vllm_dtype == "auto" else rollout.vllm_dtype,
             seed=config.seed,
-            max_model_len=rollout.max_episode_tokens,
+            # An agent program's calls get the model's context (or the cap set); the env loop's episode is one sequence.
+            max_model_len=(config.agent.context_tokens or None) if config.agent.plays else rollout.max_episode_tokens,
             kv_cache_gb=rollout.vllm_kv_cache_gb,
             gpu_memory_utilization=rollout.vllm_gpu_memory_utilization,
             **rollout.vllm_args,

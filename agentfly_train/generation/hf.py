@@ -41,6 +41,8 @@ class TransformersGenerator:
         self.tokenizer = tokenizer
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_id = int(pad if pad is not None else 0)
+        #: The context it holds: the model's max positions (None when its config does not say).
+        self.max_model_len: int | None = getattr(model.config, "max_position_embeddings", None)
         #: Tokens generated and seconds spent, for throughput metrics.
         self.tokens_generated = 0
         self.seconds = 0.0

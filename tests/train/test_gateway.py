@@ -78,7 +78,8 @@ class ScriptedGenerator:
                 tokens, reason = self.tokenize(text) + [self.end], "stop"
             else:
                 tokens, reason = self.tokenize(text[:cut]), "stop_string"
-            tokens = tokens[: request.max_new_tokens]
+            if len(tokens) > request.max_new_tokens:
+                tokens, reason = tokens[: request.max_new_tokens], "length"
             out.append(Generation(tokens, [-0.5 - 0.01 * i for i in range(len(tokens))], reason))
         with self.lock:
             self.served += out
@@ -506,6 +507,57 @@ def test_a_prompt_past_the_context_window_finishes_with_length(served):
     assert (reply.choices[0].finish_reason, reply.choices[0].message.content) == ("length", None)
     assert generator.served == [] and recording.rows == [] and recording.counters.calls == 1
     assert recording.counters.sampled_calls == 0 and recording.counters.prompt_tokens == 0  # nothing sampled
+
+
+@pytest.mark.parametrize("short_by", [None, 0, 1, "second prompt"])
+def test_the_episode_budget_bounds_its_rows_and_its_end_says_so(tokenizer, short_by):
+    """``max_episode_tokens`` counts the tokens the episode's rows hold: a call gets what is left of it, and a call
+    it cuts or refuses marks the episode over budget. ``None``: no budget; ``short_by``: the budget is the whole
+    conversation's tokens less that many; ``"second prompt"``: the budget ends where the second call's prompt does."""
+    generator = ScriptedGenerator(tokenizer, calculator_script)
+    with BackgroundGateway(Gateway(generator, tokenizer, GatewaySettings(max_model_len=400))) as running:
+        episode = running.open_episode()
+        calculator_program(client_for(episode))
+        whole = running.close_episode(episode.key).rows[0]
+    first_call_end = whole.calls[0][1]
+    prompt2_end = whole.calls[1][0]
+    if short_by is None:
+        budget = 0
+    elif short_by == "second prompt":
+        budget = prompt2_end
+    else:
+        budget = len(whole.token_ids) - short_by
+    generator = ScriptedGenerator(tokenizer, calculator_script)
+    settings = GatewaySettings(max_model_len=400, max_episode_tokens=budget)
+    with BackgroundGateway(Gateway(generator, tokenizer, settings)) as running:
+        episode = running.open_episode()
+        first, second = calculator_program(client_for(episode))
+        recording = running.close_episode(episode.key)
+    [row] = recording.rows
+    assert recording.counters.over_budget == (short_by not in (None, 0))
+    assert first.choices[0].finish_reason == "tool_calls"
+    if short_by == "second prompt":  # refused at once: nothing sampled, the row ends with the first call
+        assert (second.choices[0].finish_reason, second.choices[0].message.content) == ("length", None)
+        assert row.token_ids == whole.token_ids[:first_call_end] and len(generator.served) == 1
+    else:  # the second call gets what is left: its whole answer, or all but the budget's shortfall
+        assert row.token_ids == whole.token_ids[: budget or None]
+        assert second.choices[0].finish_reason == ("length" if short_by else "stop")
+
+
+def test_a_prompt_past_the_episode_budget_but_inside_the_context_window_is_refused_as_over_budget(tokenizer):
+    """A program's long prompt is the episode's business, not the context window's: within the model's window it is
+    refused only by the episode's budget, and the episode is over budget (not silently cut)."""
+    generator = ScriptedGenerator(tokenizer, calculator_script)
+    settings = GatewaySettings(max_model_len=4096, max_episode_tokens=100)
+    with BackgroundGateway(Gateway(generator, tokenizer, settings)) as running:
+        long, short = running.open_episode(), running.open_episode()
+        words = " ".join(["word"] * 200)
+        refused = client_for(long).chat.completions.create(model="p", messages=[{"role": "user", "content": words}])
+        answered = client_for(short).chat.completions.create(model="p", messages=[{"role": "user", "content": "hi"}])
+        long_recording, short_recording = running.close_episode(long.key), running.close_episode(short.key)
+    assert (refused.choices[0].finish_reason, refused.choices[0].message.content) == ("length", None)
+    assert long_recording.counters.over_budget and long_recording.rows == []
+    assert answered.choices[0].finish_reason == "stop" and not short_recording.counters.over_budget
 
 
 JSON = st.recursive(
