@@ -112,6 +112,8 @@ class AgentEnv(gym.Env[str, str]):
         self.tool_schemas: list[dict[str, Any]] = []
         #: How a final answer is written as an action (``EpisodeStart.answer_format``); empty: as itself.
         self.answer_format: dict[str, str] = {}
+        #: How a tool call is written in an action (``EpisodeStart.tool_format``, a parser name); empty: no tools.
+        self.tool_format = ""
         self._episode_open = False
         self._needs_reset = True
         self._closed = False
@@ -160,6 +162,7 @@ class AgentEnv(gym.Env[str, str]):
             system_prompt=self.system_prompt,
             tools=[dict(schema) for schema in self.tool_schemas],
             answer_format=dict(self.answer_format),
+            tool_format=self.tool_format,
         )
         self.trajectory = Trajectory.begin(start)
         self._episode_open = True

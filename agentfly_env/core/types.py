@@ -93,6 +93,9 @@ class EpisodeStart(msgspec.Struct, omit_defaults=True):
     #: ``{"mode": "tag", "tag": "answer"}``, ``{"mode": "tool", "parser": "hermes"}`` or ``{"mode": "none"}``;
     #: empty for an env whose action is the answer text itself.
     answer_format: dict[str, str] = msgspec.field(default_factory=dict)
+    #: How the env reads a tool call in an action: a parser name (:func:`~agentfly_env.tools.parsing.get_parser`),
+    #: for a driver that writes calls itself (the MCP tools of an env in another process); empty: no tools.
+    tool_format: str = ""
 
 
 class Step(msgspec.Struct, kw_only=True, omit_defaults=True):

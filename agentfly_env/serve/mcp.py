@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentfly_env.core.types import ToolCall
+from agentfly_env.core.types import EpisodeStart, ToolCall, Trajectory
 from agentfly_env.extras import requires_extra
 from agentfly_env.resources.distributed import make_env
 from agentfly_env.serve.protocol import JsonRpcCode, JsonRpcError
+from agentfly_env.tools.parsing import get_parser
 
 with requires_extra("serve", "mcp", "mcp_types", feature="agentfly-serve --mcp"):
     import mcp_types as types
@@ -154,6 +156,39 @@ class ToolSession:
             "total_reward": trajectory.total_reward,
             "done": trajectory.done,
         }
+
+
+class StartedEpisode:
+    """An episode just started on any env handle (an in-process env, a Ray actor's, a mixture's component), as
+    :class:`ToolSession` steps an env: the tools and their call format from the episode's start, the trajectory
+    from the steps the env sends back. A trainer serves a program's tools from one, wherever its env runs.
+
+    Args:
+        env: What :meth:`astep` steps (an :class:`~agentfly_env.resources.distributed.EnvHandle`).
+        start: The episode's ``info["start"]``.
+
+    Example:
+        >>> _, info = await handle.areset(seed=3)  # doctest: +SKIP
+        >>> session = ToolSession(StartedEpisode(handle, info["start"]), adopt_episode=True)  # doctest: +SKIP
+    """
+
+    def __init__(self, env: Any, start: EpisodeStart) -> None:
+        self.env = env
+        self.env_id = start.env_id
+        self.system_prompt = start.system_prompt
+        self.tool_schemas = start.tools
+        if start.tool_format:
+            self.parser = get_parser(start.tool_format)
+        self.trajectory = Trajectory.begin(start)
+        self.turn = 0
+
+    async def astep(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """The env's step, recorded (its wall time here includes the trip to the env's process)."""
+        started = time.perf_counter()
+        observation, reward, terminated, truncated, info = await self.env.astep(action)
+        self.turn = info.get("turn", self.turn + 1)
+        self.trajectory.add(info["step"], time.perf_counter() - started)
+        return observation, reward, terminated, truncated, info
 
 
 def _episode_ended(env_id: str) -> types.CallToolResult:

@@ -162,6 +162,7 @@ class RemoteEnv(AgentEnv):
         self.system_prompt = start.system_prompt
         self.tool_schemas = start.tools
         self.answer_format = start.answer_format
+        self.tool_format = start.tool_format
         info = {key: value for key, value in wire_info.items() if key not in _RESET_KEYS}
         info["task"] = start.task
         return start.observation, info

@@ -176,6 +176,7 @@ class ToolEnv(AgentEnv):
         self.resources = resources if resources is not None else default_manager()
         self.lease_timeout_s = lease_timeout_s
         self.tool_schemas = [t.schema for t in self.tools.values()]
+        self.tool_format = self.parser.name if self.tool_schemas else ""
         self.system_prompt = self._build_system_prompt(system_prompt) if describe_tools else system_prompt.strip()
         self.action_space = ToolCallSpace(
             [t for t in self.tools.values() if t is not finish_tool],

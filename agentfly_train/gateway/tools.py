@@ -13,8 +13,10 @@ One low-level MCP server answers every episode; its handlers find the episode by
 path. Its ``serverInfo`` and ``instructions`` are therefore the same for all episodes (a program reads its
 env's system prompt from the task, or from the ``agentfly://episode`` resource).
 
-Only in-process envs are served: objects with ``tool_schemas``, ``parser``, ``trajectory`` and ``astep``
-(a registered env, ``gymnasium.make(ID).unwrapped``), stepped on the event loop that serves the requests.
+What is served is an env as :class:`~agentfly_env.serve.mcp.ToolSession` steps one: ``tool_schemas``, ``parser``,
+``trajectory`` and ``astep``. A trainer hands over a :class:`~agentfly_env.serve.mcp.StartedEpisode`, which is that
+for any env handle (an in-process env, a Ray actor's env, a mixture's component), stepped on the event loop that
+serves the requests.
 
 Example:
     >>> tools = EpisodeTools()

@@ -106,6 +106,19 @@ def test_remote_v0_plays_the_same_episode_as_in_process():
     assert remote == local and remote["env_id"] == MATH
 
 
+def test_a_remote_envs_start_is_the_served_envs_with_its_tools_and_their_call_format():
+    local = gym.make(MATH, **MATH_KWARGS)
+    _, local_info = local.reset(seed=SEED)
+    local.close()
+    with serving(MATH, MATH_KWARGS) as served:
+        remote = gym.make("AgentFly/Remote-v0", url=served.url)
+        _, remote_info = remote.reset(seed=SEED)
+        remote.close()
+    start = remote_info["start"]
+    assert start.tool_format == local_info["start"].tool_format == "hermes"
+    assert (start.tools, start.answer_format) == (local_info["start"].tools, local_info["start"].answer_format)
+
+
 def test_the_gold_fields_stay_on_the_server_unless_it_is_told_to_send_them():
     _, returns, _ = local_episode()
     local_task = returns[0][1]["task"]
