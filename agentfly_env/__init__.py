@@ -13,10 +13,11 @@ Importing the package registers the ``AgentFly/*`` ids of every installed env su
 
 from agentfly_env.core.aio import run_sync
 from agentfly_env.core.env import AgentEnv, EnvStateError, OptionsError
+from agentfly_env.core.manifest import DataSpec, Manifest, RewardSpec, manifest_of, tool_schemas
 from agentfly_env.core.spaces import TextSpace, ToolCallSpace
 from agentfly_env.core.tasks import ListTasks, TaskSource, load_jsonl_tasks
 from agentfly_env.core.types import Message, ParseError, ParseResult, Step, ToolCall, ToolResult, Trajectory
-from agentfly_env.registration import register_envs, registered_ids
+from agentfly_env.registration import register, register_envs, registered_ids
 from agentfly_env.resources.pool import PoolConfig, ResourceManager, ResourcePool, ResourceSpec
 from agentfly_env.runners.vector import AgentVectorEnv
 from agentfly_env.tools.parsing import Parser, get_parser
@@ -29,9 +30,11 @@ register_envs()
 __all__ = [
     "AgentEnv",
     "AgentVectorEnv",
+    "DataSpec",
     "EnvStateError",
     "OptionsError",
     "ListTasks",
+    "Manifest",
     "Message",
     "ParseError",
     "ParseResult",
@@ -42,6 +45,7 @@ __all__ = [
     "ResourceSpec",
     "Reward",
     "RewardResult",
+    "RewardSpec",
     "Step",
     "TaskSource",
     "TextSpace",
@@ -53,9 +57,12 @@ __all__ = [
     "Trajectory",
     "get_parser",
     "load_jsonl_tasks",
+    "manifest_of",
+    "register",
     "register_envs",
     "registered_ids",
     "reward",
     "run_sync",
     "tool",
+    "tool_schemas",
 ]

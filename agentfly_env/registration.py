@@ -13,7 +13,9 @@ auto-loading of its own), so ``gym.make("AgentFly/Math-v0")`` works after the im
 ``gym.make("agentfly_env:AgentFly/Math-v0")`` works without it.
 
 Entry points are strings, so registering stays light: an env's package (and its heavy dependencies)
-loads only when that env is made.
+loads only when that env is made. An id's manifest (:class:`~agentfly_env.core.manifest.Manifest`: what it
+rewards, needs and reproduces) is given with it, as an object or a ``"module:attribute"`` string loaded only
+when asked for (:func:`~agentfly_env.core.manifest.manifest_of`).
 
 Example:
     >>> import gymnasium as gym
@@ -26,11 +28,23 @@ from __future__ import annotations
 
 import warnings
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
-__all__ = ["CORE_ENVS", "ENTRY_POINT_GROUP", "MIXTURE_ID", "REMOTE_ID", "register", "register_envs", "registered_ids"]
+if TYPE_CHECKING:  # the manifest module reads this one's table: a type here, no import
+    from agentfly_env.core.manifest import Manifest
+
+__all__ = [
+    "CORE_ENVS",
+    "ENTRY_POINT_GROUP",
+    "MANIFESTS",
+    "MIXTURE_ID",
+    "REMOTE_ID",
+    "register",
+    "register_envs",
+    "registered_ids",
+]
 
 #: The entry-point group through which env suites announce themselves.
 ENTRY_POINT_GROUP = "agentfly.envs"
@@ -41,9 +55,12 @@ MIXTURE_ID = "AgentFly/Mix-v0"
 REMOTE_ID = "AgentFly/Remote-v0"
 #: The core's own ids: envs made of other envs, whichever suites provide those.
 CORE_ENVS = {MIXTURE_ID: "agentfly_env.core.mixture:MixtureEnv", REMOTE_ID: "agentfly_env.serve.remote:RemoteEnv"}
+#: id -> its manifest, or the ``"module:attribute"`` that holds it; read through
+#: :func:`~agentfly_env.core.manifest.manifest_of`.
+MANIFESTS: dict[str, Manifest | str] = {}
 
 
-def register(env_id: str, entry_point: str, **kwargs: Any) -> None:
+def register(env_id: str, entry_point: str, *, manifest: Manifest | str | None = None, **kwargs: Any) -> None:
     """Register one env id with Gymnasium, as a suite's registration function does (idempotent).
 
     No ``max_episode_steps``: the env owns its turn budget and reports why it truncated. The env is
@@ -52,10 +69,14 @@ def register(env_id: str, entry_point: str, **kwargs: Any) -> None:
     Args:
         env_id: ``"AgentFly/<Name>-v<N>"`` (or any Gymnasium id).
         entry_point: ``"package.module:EnvClass"``; imported only when the env is made.
+        manifest: The id's :class:`~agentfly_env.core.manifest.Manifest`, or ``"package.module:NAME"``
+            where it is (imported only when asked for); ``agentfly-env validate`` fails an id without one.
         kwargs: Default keyword arguments of the env.
     """
     if env_id not in gym.registry:
         gym.register(env_id, entry_point=entry_point, kwargs={"env_id": env_id, **kwargs})
+    if manifest is not None:
+        MANIFESTS.setdefault(env_id, manifest)
 
 
 def register_envs() -> None:

@@ -6,6 +6,10 @@ third-party suite adds its ids the same way. Registering imports none of the env
 package, and the engine its extra installs (``pip install 'agentfly-gym[<extra>]'``), loads when
 the env is made.
 
+Each family's package exports ``MANIFEST``, the :class:`~agentfly_env.core.manifest.Manifest` of its id, kept
+beside the env's code; it is registered by name with the id, so it too loads only when asked for
+(``agentfly-env list``, ``describe``, ``validate``).
+
 Example:
     >>> import agentfly_env  # runs register() through the entry point
     >>> ENVS["AgentFly/ALFWorld-v0"]
@@ -34,4 +38,5 @@ def register() -> None:
     from agentfly_env.registration import register as register_env
 
     for env_id, entry_point in ENVS.items():
-        register_env(env_id, entry_point)
+        package = entry_point.partition(":")[0]
+        register_env(env_id, entry_point, manifest=f"{package}:MANIFEST")

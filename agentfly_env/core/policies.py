@@ -2,7 +2,8 @@
 
 An env that knows how to solve its own task offers ``expert_action()`` (it may read the task and the
 episode so far); every env can be played at random through its action space, whose samples are
-well-formed tool calls or answers.
+well-formed tool calls or answers, and idly, with turns that say nothing (what must never earn the
+maximum reward: ``agentfly-env validate`` checks it).
 
 Example:
     >>> import gymnasium as gym, agentfly_env
@@ -30,3 +31,8 @@ def expert_action(env: gym.Env) -> str:
 def random_action(env: gym.Env) -> str:
     """A sample of the env's action space (seed it with ``env.action_space.seed``)."""
     return env.unwrapped.action_space.sample()
+
+
+def do_nothing(env: gym.Env) -> str:
+    """An empty turn: no call, no answer."""
+    return ""

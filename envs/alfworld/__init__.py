@@ -33,12 +33,13 @@ with requires_extra("alfworld", "alfworld", "textworld", "fast_downward", featur
         GameState,
         engine_pool,
     )
-    from agentfly_envs.alfworld.env import ALFWorldEnv, act, admissible_commands, game_won
+    from agentfly_envs.alfworld.env import MANIFEST, ALFWorldEnv, act, admissible_commands, game_won
     from agentfly_envs.alfworld.games import ALFWorldGames, GeneratedGames
     from agentfly_envs.alfworld.generator import TASK_TYPES, generate_game
 
 __all__ = [
     "ENGINE_POOL",
+    "MANIFEST",
     "TASK_TYPES",
     "ALFWorldEnv",
     "ALFWorldGames",

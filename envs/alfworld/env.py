@@ -37,6 +37,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from agentfly_env.core.manifest import DataSpec, Manifest, RewardSpec, tool_schemas
 from agentfly_env.core.spaces import ToolCallSpace, ToolSpec
 from agentfly_env.core.types import ToolCall
 from agentfly_env.resources.pool import Lease
@@ -55,7 +56,7 @@ from agentfly_envs.alfworld.engine import (
 from agentfly_envs.alfworld.expert import next_command
 from agentfly_envs.alfworld.games import ALFWorldGames, GeneratedGames
 
-__all__ = ["ALFWorldEnv", "act", "admissible_commands", "game_won"]
+__all__ = ["MANIFEST", "ALFWorldEnv", "act", "admissible_commands", "game_won"]
 
 SYSTEM_PROMPT = (
     "You are in a household and must complete the task the game gives you. Act with the `act` tool, one "
@@ -286,3 +287,34 @@ def game_won(env: ALFWorldEnv) -> RewardResult:
     """ALFWorld's reward: 1 when the task is done, else 0."""
     won = env.game_state.won
     return RewardResult(float(won), {"won": float(won)}, success=won)
+
+
+MANIFEST = Manifest(
+    id="AgentFly/ALFWorld-v0",
+    family="alfworld",
+    description="ALFWorld's household tasks (six types) as text games, played through pooled TextWorld engines.",
+    benchmark="ALFWorld (Shridhar et al., 2021)",
+    link="https://github.com/alfworld/alfworld",
+    tools=tool_schemas(act, admissible_commands),
+    reward=RewardSpec(
+        range=(0.0, 1.0),
+        measures="ALFWorld's win signal: whether the task is done",
+        paid="once: 1 on the step that completes the task, which ends the episode; a final answer ends it early "
+        "(1 only if the task is done); an episode cut at the turn budget earns 0",
+        success="the game is won",
+    ),
+    seeded=True,
+    max_turns=STEP_LIMIT,
+    extra="alfworld",
+    data=(
+        DataSpec(
+            name="games generated from ALFWorld's PDDL domain, grammar and goal library and ALFRED's floor plans, "
+            "as the alfworld package ships them (ALFWorld's released games with source='alfworld')",
+            size="3,553 train games (as ALFWorld's release), each made on first use and cached, about 100 KB",
+            licence="MIT",
+        ),
+    ),
+    parity="python benchmarks/alfworld_parity.py --seeds 20",
+    expert="replays the game's walkthrough (ALFWorld's handcoded expert's path), one command a turn; off it, plans "
+    "the next command from the game's facts",
+)

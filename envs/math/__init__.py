@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from agentfly_env.core.manifest import DataSpec, Manifest, RewardSpec, tool_schemas
 from agentfly_env.core.readonly import read_only
 from agentfly_env.core.tasks import TaskSource
 from agentfly_env.core.types import ToolCall
@@ -43,7 +44,7 @@ with requires_extra("math", "reasoning_gym", feature="AgentFly/Math-v0"):
     import reasoning_gym
     from reasoning_gym.factory import CURRICULA, DATASETS
 
-__all__ = ["MathEnv", "ReasoningGymTasks", "calculator", "dataset_names"]
+__all__ = ["MANIFEST", "MathEnv", "ReasoningGymTasks", "calculator", "dataset_names"]
 
 SYSTEM_PROMPT = (
     "You are solving a reasoning problem. Think step by step; use the calculator for arithmetic you "
@@ -233,3 +234,32 @@ class MathEnv(ToolEnv):
             if "code_interpreter" in self.tools:
                 return self.parser.format_call(ToolCall("code_interpreter", {"code": f"print({expression})"}))
         return self.format_answer(str(self.task["answer"]))
+
+
+MANIFEST = Manifest(
+    id="AgentFly/Math-v0",
+    family="math",
+    description="Reasoning problems from reasoning-gym's generators (basic arithmetic by default) with a calculator.",
+    benchmark="reasoning-gym (Stojanovski et al., 2025)",
+    link="https://github.com/open-thought/reasoning-gym",
+    tools=tool_schemas(calculator),
+    reward=RewardSpec(
+        range=(0.0, 1.0),
+        measures="the dataset's own scorer on the final answer: 1.0 for the answer exactly, the answer's share of "
+        "the text for a longer text that contains it, else 0",
+        paid="once, on the turn that gives the <answer>; an episode cut at the turn budget earns 0",
+        success="a score of 1.0",
+    ),
+    seeded=True,
+    max_turns=6,
+    extra="math",
+    data=(
+        DataSpec(
+            name="reasoning-gym's basic_arithmetic generator (dataset= picks any of its 100+)",
+            size="10,000 generated tasks per split (train, eval)",
+            licence="Apache-2.0",
+        ),
+    ),
+    parity="python -m pytest tests/envs/test_math_env.py -k reasoning_gym",
+    expert="works the task's expression out with the calculator, then answers the task's answer",
+)

@@ -29,13 +29,14 @@ with requires_extra("scienceworld", "scienceworld", "py4j", feature="AgentFly/Sc
         ScienceWorldEngine,
         SimulatorError,
     )
-    from agentfly_envs.scienceworld.env import ScienceWorldEnv
+    from agentfly_envs.scienceworld.env import MANIFEST, ScienceWorldEnv
     from agentfly_envs.scienceworld.pool import DEFAULT_POOL_CONFIG, ENGINE_POOL, engine_pool, engine_spec
     from agentfly_envs.scienceworld.tasks import SPLITS, ScienceWorldTasks, resolve_task, task_names, variations
 
 __all__ = [
     "DEFAULT_POOL_CONFIG",
     "ENGINE_POOL",
+    "MANIFEST",
     "SPLITS",
     "EngineFailure",
     "GameState",

@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from agentfly_env.core.aio import run_sync
+from agentfly_env.core.manifest import DataSpec, Manifest, RewardSpec, tool_schemas
 from agentfly_env.core.types import ParseResult, Step, ToolCall, ToolResult
 from agentfly_env.tools.parsing import CommandParser
 from agentfly_env.tools.rewards import RewardResult, reward
@@ -54,7 +55,7 @@ from agentfly_envs.scienceworld.engine import EngineFailure, GameState, JvmConfi
 from agentfly_envs.scienceworld.pool import ENGINE_POOL, engine_pool
 from agentfly_envs.scienceworld.tasks import ScienceWorldTasks, Split
 
-__all__ = ["ScienceWorldEnv", "act", "inventory", "look", "valid_actions"]
+__all__ = ["MANIFEST", "ScienceWorldEnv", "act", "inventory", "look", "valid_actions"]
 
 T = TypeVar("T")
 
@@ -467,3 +468,34 @@ class ScienceWorldEnv(ToolEnv):
         acted without the expert gets a final answer instead.
         """
         return run_sync(self.aexpert_action())
+
+
+MANIFEST = Manifest(
+    id="AgentFly/ScienceWorld-v0",
+    family="scienceworld",
+    description="ScienceWorld's 30 elementary-science task types in its text simulator, on pooled JVMs.",
+    benchmark="ScienceWorld (Wang et al., 2022)",
+    link="https://github.com/allenai/ScienceWorld",
+    tools=tool_schemas(*ScienceWorldEnv.AVAILABLE_TOOLS.values()),
+    reward=RewardSpec(
+        range=(-1.0, 1.0),
+        measures="the progress of ScienceWorld's task score (clipped to 0..1), as the stock env scores",
+        paid="every turn, the progress since the last one: a failed task (a wrong focus) takes back what was "
+        "earned, and the return is the final progress less the progress at reset (1.0 from a start with no "
+        "subgoal met)",
+        success="the simulator says the task is completed",
+    ),
+    seeded=True,
+    max_turns=50,
+    extra="scienceworld",  # and Java 17, from the system's packages
+    data=(
+        DataSpec(
+            name="ScienceWorld's simulator and its tasks, the JAR the scienceworld package ships",
+            size="30 task types, 7,207 variations (train, dev, test); 7.4 MB",
+            licence="Apache-2.0",
+        ),
+    ),
+    parity="python -m pytest tests/envs/test_scienceworld_engine.py -k servers_own_step",
+    expert="plays ScienceWorld's own gold action path for the variation with act, several actions a turn when the "
+    "turn budget would not last",
+)

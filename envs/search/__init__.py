@@ -34,7 +34,7 @@ with requires_extra("search", "tantivy", feature="AgentFly/Search-v0"):
         iter_corpus,
         write_corpus,
     )
-    from agentfly_envs.search.env import SearchEnv
+    from agentfly_envs.search.env import MANIFEST, SearchEnv
     from agentfly_envs.search.generate import Encyclopedia
     from agentfly_envs.search.index import BM25Index, Hit, ensure_index
     from agentfly_envs.search.qa import QARecord, load_qa, write_qa
@@ -43,6 +43,7 @@ with requires_extra("search", "tantivy", feature="AgentFly/Search-v0"):
     from agentfly_envs.search.web import LocalIndexProvider, SearchProvider, WebResult, register_provider
 
 __all__ = [
+    "MANIFEST",
     "BM25Index",
     "BM25Retriever",
     "CorpusFile",

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from agentfly_env.core.manifest import DataSpec, Manifest, RewardSpec, tool_schemas
 from agentfly_env.core.tasks import ListTasks
 from agentfly_env.core.types import Step, ToolCall
 from agentfly_env.tools.cache import Cache, MemoryCache, cache_key, make_cache
@@ -49,7 +50,7 @@ from agentfly_envs.search.scoped_cache import ScopedCache
 from agentfly_envs.search.tools import retrieve_tool, web_search_tool
 from agentfly_envs.search.web import SearchProvider, make_provider, parse_web_results
 
-__all__ = ["SearchEnv"]
+__all__ = ["MANIFEST", "SearchEnv"]
 
 SYSTEM_PROMPT = (
     "Answer the question. You do not know the facts it asks about: look them up in the knowledge "
@@ -271,3 +272,34 @@ class SearchEnv(ToolEnv):
             if normalize_answer(title) == wanted and (value := read_fact(text, kind, attribute)) is not None:
                 return value
         return None
+
+
+MANIFEST = Manifest(
+    id="AgentFly/Search-v0",
+    family="search",
+    description="Multi-hop questions answered by searching a local corpus with a cached BM25 retrieve tool.",
+    benchmark="Search-R1 (Jin et al., 2025)",
+    link="https://github.com/PeterGriffinJin/Search-R1",
+    tools=tool_schemas(retrieve_tool(None)),
+    reward=RewardSpec(
+        range=(0.0, 1.0),
+        measures="exact match of the answer with any golden answer after SQuAD normalisation (F1 with "
+        "reward_metric='f1'; both are reported)",
+        paid="once, on the turn that gives the <answer>; an episode cut at the turn budget earns 0",
+        success="a reward of 1.0",
+    ),
+    seeded=True,
+    max_turns=6,
+    extra="search",
+    data=(
+        DataSpec(
+            name="a fictional encyclopedia and its questions, generated offline in the wiki-18 and QA layouts "
+            "(your own corpus and QA files with corpus= and qa=)",
+            size="2,000 passages; their 1- and 2-hop questions, 90% train and 10% test",
+            licence="Apache-2.0",
+        ),
+    ),
+    parity="python -m pytest tests/envs/test_search_parity.py",
+    expert="searches the question, reads each hop's fact off the retrieved passage, follows it, then answers what "
+    "it read",
+)

@@ -42,12 +42,13 @@ def _examples(queries: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def retrieve_tool(
-    retriever: Retriever, *, top_k: int = 3, passage_chars: int = 600, example_queries: Sequence[str] = ()
+    retriever: Retriever | None, *, top_k: int = 3, passage_chars: int = 600, example_queries: Sequence[str] = ()
 ) -> Tool:
     """The ``retrieve`` tool: the ``top_k`` best passages, each cut to ``passage_chars``.
 
     Args:
-        retriever: Where passages come from.
+        retriever: Where passages come from; None: a tool that only describes itself (its schema, for the
+            env's manifest), which cannot be called.
         top_k: Passages per call.
         passage_chars: Longest passage text shown.
         example_queries: Plausible queries for the action space's ``sample()``.

@@ -25,7 +25,7 @@ from agentfly_env.extras import requires_extra
 with requires_extra("webshop", "tantivy", feature="AgentFly/WebShop-v0"):
     from agentfly_envs.webshop.catalog import Catalog
     from agentfly_envs.webshop.data import FileCatalog
-    from agentfly_envs.webshop.env import WebShopEnv, click, search
+    from agentfly_envs.webshop.env import MANIFEST, WebShopEnv, click, search
     from agentfly_envs.webshop.generator import GeneratedCatalog
     from agentfly_envs.webshop.goals import GoalTasks, build_goals
     from agentfly_envs.webshop.index import SearchIndex, open_index
@@ -34,6 +34,7 @@ with requires_extra("webshop", "tantivy", feature="AgentFly/WebShop-v0"):
     from agentfly_envs.webshop.shared import shared_catalog
 
 __all__ = [
+    "MANIFEST",
     "Catalog",
     "DataError",
     "FileCatalog",

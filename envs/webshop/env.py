@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentfly_env.core.manifest import DataSpec, Manifest, RewardSpec, tool_schemas
 from agentfly_env.core.spaces import TextSpace, random_words
 from agentfly_env.core.types import ToolCall, ToolResult
 from agentfly_env.tools.parsing import BracketParser, Parser
@@ -49,9 +50,9 @@ from agentfly_envs.webshop.index import open_index
 from agentfly_envs.webshop.nouns import noun_extractor
 from agentfly_envs.webshop.pages import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, PRODUCT_WINDOW, Mode, Session
 from agentfly_envs.webshop.reward import webshop_reward
-from agentfly_envs.webshop.shared import DEFAULT_NUM_GOALS, shared_catalog
+from agentfly_envs.webshop.shared import DEFAULT_NUM_GOALS, DEFAULT_NUM_PRODUCTS, shared_catalog
 
-__all__ = ["SYSTEM_PROMPT", "OriginalActionParser", "WebShopEnv", "click", "search"]
+__all__ = ["MANIFEST", "SYSTEM_PROMPT", "OriginalActionParser", "WebShopEnv", "click", "search"]
 
 SYSTEM_PROMPT = (
     "You are shopping on WebShop, an online store. Find the product the instruction describes, choose the "
@@ -364,3 +365,38 @@ class WebShopEnv(ToolEnv):
             self.catalog.product(ordinal), {}, self.catalog.price(ordinal), self.task["goal"], self.nouns
         )
         return bought.score == 1.0
+
+
+MANIFEST = Manifest(
+    id="AgentFly/WebShop-v0",
+    family="webshop",
+    description="Find, configure and buy the product an instruction describes on WebShop's text pages.",
+    benchmark="WebShop (Yao et al., 2022)",
+    link="https://github.com/princeton-nlp/WebShop",
+    tools=tool_schemas(search, click),  # written search[...] / click[...] in the default text mode
+    reward=RewardSpec(
+        range=(0.0, 1.0),
+        measures="the original's: the purchase's product type, attributes, options and price against the goal",
+        paid="once, when Buy Now is clicked; an episode cut at the turn budget earns 0",
+        success="a reward of 1.0",
+    ),
+    seeded=True,
+    max_turns=15,
+    extra="webshop",
+    data=(
+        DataSpec(
+            name="a catalog generated offline in the original files' schema, from this project's vocabulary.json "
+            "(the original files with data_dir=)",
+            size=f"{DEFAULT_NUM_PRODUCTS:,} products, {DEFAULT_NUM_GOALS:,} goals over three splits; vocabulary.json 31 KB",
+            licence="Apache-2.0",
+        ),
+        DataSpec(
+            name="spaCy's en_core_web_sm 3.8.0, for the reward's title nouns",
+            size="15 MB",
+            licence="MIT",
+        ),
+    ),
+    parity="python -m pytest tests/envs/test_webshop_parity.py",
+    expert="searches the instruction, opens the target (or a product that meets the goal), picks the goal's "
+    "options and buys",
+)
