@@ -58,6 +58,7 @@ import msgspec
 from agentfly_env.core.aio import run_sync
 from agentfly_env.resources.distributed import EnvHandle
 from agentfly_env.resources.pool import ResourcePool
+from agentfly_env.serve.mcp import StartedEpisode
 from agentfly_env.tools.tool_env import answer_action
 from agentfly_train.config import AgentConfig, Config, RolloutConfig
 from agentfly_train.gateway import Gateway, GatewaySettings
@@ -369,52 +370,93 @@ class AgentRollout:
     async def _episode(
         self, env: EnvHandle, episode: Episode, sample_seed: int, threads: concurrent.futures.Executor
     ) -> None:
-        start = await reset_episode(env, episode, episode.seed)
-        if start is None:
-            return
-        endpoint = self.gateway.open_episode(
-            seed=zlib.crc32(f"{sample_seed}/{episode.group}/{episode.chain}".encode()),
-            tools_env=env if self.agent.tools else None,
+        seed = zlib.crc32(f"{sample_seed}/{episode.group}/{episode.chain}".encode())
+        await play_agent_episode(env, episode, self.program, self.gateway, self.agent, threads, sampling_seed=seed)
+
+
+async def play_agent_episode(
+    env: EnvHandle,
+    episode: Episode,
+    agent: AgentProgram | AgentCommand,
+    gateway: Gateway,
+    config: AgentConfig,
+    threads: concurrent.futures.Executor,
+    *,
+    sampling_seed: int | None = None,
+) -> None:
+    """One episode of ``agent`` on a leased ``env``, its model calls answered by ``gateway`` (started).
+
+    The env is reset to ``episode.seed`` (the task), the episode opened on the gateway (seeded with
+    ``sampling_seed``; None: by its random key), the agent run with ``config``'s time limit (a sync program on
+    ``threads``), its rows and counters taken into ``episode``, then its answer stepped to the env as the final
+    answer and scored by the env's reward (a float answer is the reward itself). Nothing raises: a failure (the
+    env's, or the agent's: it raised, ran out of time, never called the model) ends the episode with
+    ``episode.failure``. :class:`AgentRollout` plays its batches with it, the OpenRLHF backend's program executor
+    (:mod:`agentfly_train.backends.openrlhf.program_executor`) each sample.
+
+    Example:
+        >>> episode = Episode(group=0, chain=0, seed=3)  # doctest: +SKIP
+        >>> await play_agent_episode(env, episode, AgentProgram.load("agent.py:solve"), gateway, AgentConfig(),
+        ...                          threads)  # doctest: +SKIP
+        >>> episode.failure, episode.reward, len(episode.rows)  # doctest: +SKIP
+        (None, 1.0, 1)
+    """
+    start = await reset_episode(env, episode, episode.seed)
+    if start is None:
+        return
+    # Its tools are served wherever the env runs (in this process, a Ray actor), stepped through its handle.
+    tools_env = StartedEpisode(env, start) if config.tools else None
+    endpoint = gateway.open_episode(seed=sampling_seed, tools_env=tools_env)
+    task = AgentTask(
+        prompt=start.observation,
+        id=str(start.task.get("id", episode.seed)),
+        seed=episode.seed,
+        tools_url=endpoint.tools_url,
+    )
+    llm = LLMEndpoint(endpoint.base_url, endpoint.key, gateway.settings.model)
+    try:
+        answer = await agent.run(task, llm, config.timeout_s, threads)
+    except AgentProgramError as error:
+        episode.failure = str(error)
+        return
+    finally:
+        recording = gateway.close_episode(endpoint.key)
+        episode.rows, episode.calls = recording.rows, recording.counters
+        episode.model_turns, episode.turns_cut = recording.counters.calls, recording.counters.cut_calls
+        if tools_env is not None and endpoint.tools_url is not None:  # the steps its tool calls took
+            played, seen = tools_env.trajectory, len(episode.trajectory.steps)
+            for step, seconds in zip(played.steps[seen:], played.latency_s[seen:], strict=True):
+                episode.record(step, seconds)
+    if not episode.rows:
+        episode.failure = (
+            f"{agent.name}'s first call was past the episode's budget (rollout.max_episode_tokens = "
+            f"{gateway.settings.max_episode_tokens} tokens)"
+            if recording.counters.over_budget
+            else f"{agent.name} never called the model"
         )
-        task = AgentTask(
-            prompt=start.observation,
-            id=str(start.task.get("id", episode.seed)),
-            seed=episode.seed,
-            tools_url=endpoint.tools_url,
-        )
-        llm = LLMEndpoint(endpoint.base_url, endpoint.key, self.gateway.settings.model)
-        try:
-            answer = await self.program.run(task, llm, self.agent.timeout_s, threads)
-        except AgentProgramError as error:
-            episode.failure = str(error)
-            return
-        finally:
-            recording = self.gateway.close_episode(endpoint.key)
-            episode.rows, episode.calls = recording.rows, recording.counters
-            episode.model_turns, episode.turns_cut = recording.counters.calls, recording.counters.cut_calls
-            if endpoint.tools_url is not None:  # the steps its tool calls took, as the env recorded them
-                played, seen = env.trajectory, len(episode.trajectory.steps)
-                for step, seconds in zip(played.steps[seen:], played.latency_s[seen:], strict=True):
-                    episode.record(step, seconds)
-        if not episode.rows:
-            episode.failure = f"{self.program.name} never called the model"
-        elif isinstance(answer, float):
-            episode.verdict = answer
-        elif not episode.summary.terminated and not episode.summary.truncated:  # its tools may have ended it
-            action = answer_action(start.answer_format, answer)
-            if action is None:
-                episode.truncate("no_answer")  # an env that takes no final answer, left unfinished by the tools
-            else:
-                await step_episode(env, episode, action)
+    elif recording.counters.over_budget:  # its rows reached the episode's budget: what came after is not played
+        episode.truncate("max_tokens")
+    elif isinstance(answer, float):
+        episode.verdict = answer
+    elif not episode.summary.terminated and not episode.summary.truncated:  # its tools may have ended it
+        action = answer_action(start.answer_format, answer)
+        if action is None:
+            episode.truncate("no_answer")  # an env that takes no final answer, left unfinished by the tools
+        else:
+            await step_episode(env, episode, action)
 
 
 def gateway_for(config: Config, generator: Generator, tokenizer: Any, *, temperature: float | None = None) -> Gateway:
-    """The gateway a run's agent program calls: the run's generator, context window, turn budget and sampling
-    (``temperature`` instead of the rollout's, e.g. an evaluation's), whatever a request asks for."""
+    """The gateway a run's agent program calls: the run's generator, turn and episode budgets and sampling
+    (``temperature`` instead of the rollout's, e.g. an evaluation's), whatever a request asks for. Its context
+    window is ``agent.context_tokens``, else the one the generator holds (the model's), else (a scripted expert
+    holds none) the episode's budget."""
     rollout = config.rollout
+    context = config.agent.context_tokens or getattr(generator, "max_model_len", None) or rollout.max_episode_tokens
     settings = GatewaySettings(
         model=config.model.path,
-        max_model_len=rollout.max_episode_tokens,
+        max_model_len=context,
+        max_episode_tokens=rollout.max_episode_tokens,
         max_new_tokens=rollout.max_new_tokens,
         temperature=rollout.temperature if temperature is None else temperature,
         top_p=rollout.top_p,

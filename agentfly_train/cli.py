@@ -170,6 +170,10 @@ def resolve_config(args: argparse.Namespace) -> Config:
         for dest, field in FIELD_FLAGS.items()
         if getattr(args, dest, None) is not None
     ]
+    # One agent flag names the run's agent: it replaces the config's other kind (both flags: an error, later).
+    for flag, other in (("agent", "agent.command"), ("agent_command", "agent.program")):
+        if getattr(args, flag, None) is not None:
+            overrides.insert(0, f'{other}=""')
     overrides += [f"env.options.{option}" for option in args.env_option]
     if getattr(args, "data", None):
         overrides.append(f"sft.data={json.dumps(args.data)}")

@@ -168,7 +168,8 @@ class RolloutConfig(Section):
     max_new_tokens: AtLeastOne = 256
     """Token budget of one model turn."""
     max_episode_tokens: int = 2048
-    """Budget of the whole sequence (prompt, turns and observations)."""
+    """Budget of the whole sequence (prompt, turns and observations); for an agent program, of the tokens its episode's
+    rows hold (its calls' context window is the model's: ``agent.context_tokens``)."""
     temperature: Annotated[float, msgspec.Meta(gt=0, description="for greedy, evaluate with eval.temperature=0")] = 1.0
     """Sampling temperature (the trainer's log-probs use the same one); training samples, so it is above 0."""
     top_p: Fraction = 1.0
@@ -379,7 +380,10 @@ class AgentConfig(Section):
     any venv): in a process group of its own, with the endpoints in its environment (``OPENAI_BASE_URL``,
     ``OPENAI_API_KEY``, ``OPENAI_MODEL``, ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``, ``AGENTFLY_TOOLS_URL``,
     ``AGENTFLY_TASK_ID``, ``AGENTFLY_TASK_SEED``) and the task's text on stdin; the last non-empty line it prints is
-    its answer. Past ``timeout_s`` its group is killed and the episode fails, the tail of its stderr in the reason."""
+    its answer. Past ``timeout_s`` its group is killed and the episode fails, the tail of its stderr in the reason.
+    In a config file, a word of it that starts with ``./`` or ``../`` is a path relative to that file's folder
+    (``"../.venv/bin/python ../agent.py"``); other words are left as they are (``python`` is looked up on ``PATH``,
+    ``agent.py`` is the working directory's): on the command line, every path is the working directory's."""
     returns: Literal["answer", "reward"] = "answer"
     """What ``command``'s last line is: the answer text (the env's reward scores it) or a number, the reward."""
 
@@ -391,11 +395,17 @@ class AgentConfig(Section):
     timeout_s: Positive = 300.0
     """Seconds one episode's program may run; past them the episode fails, with the reason, and its group goes on."""
     tools: bool = True
-    """Serve the env's tools to the program over MCP (``task.tools_url``), for envs with tools in an in-process pool."""
+    """Serve the env's tools to the program over MCP (``task.tools_url``), for envs with tools, in either env pool
+    (each call steps the episode's env, in this process or in its Ray actor)."""
     expert: str = ""
     """The warm start's scripted model, ``PATH.py:FUNC``: ``FUNC(prompt_text) -> answer_text``. With
     ``sft.expert_episodes``, the program plays that many training tasks against it through the gateway, and the
     rows of its successful episodes are the demonstrations: the program's own prompts and format."""
+    context_tokens: ZeroOrMore = 0
+    """The context window the program's model calls get, prompt plus completion; 0: the model's own (its max
+    positions), as an API serving it would give. A call past it is answered with ``finish_reason="length"`` and no
+    text. ``rollout.max_episode_tokens`` still bounds what an episode's rows hold (what the update trains on): once
+    they reach it, the episode ends truncated (``max_tokens``) and its answer is not scored."""
 
 
 SECTIONS = ("model", "env", "rollout", "algorithm", "train", "log", "eval", "sft", "agent")
@@ -570,10 +580,9 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 "sft.expert_episodes with agent.program needs agent.expert, a scripted model the program plays "
                 "against (the env's own expert plays the env loop's format, not the program's)"
             )
-        if self.agent.plays and (self.backend != "local" or self.env.mix):
+        if self.agent.plays and self.backend not in ("local", "openrlhf"):  # a registered backend knows no agents
             raise ConfigError(
-                "agent.program runs on the local backend with one env (not env.mix) in this version; "
-                f"got backend {self.backend!r}" + (" with env.mix" if self.env.mix else "")
+                f"an agent (agent.program, agent.command) runs on the local or the openrlhf backend; got {self.backend!r}"
             )
         # The local backend logs from this process; a launcher checks what its own run needs.
         if self.backend == "local" and self.log.wandb and importlib.util.find_spec("wandb") is None:
@@ -638,9 +647,9 @@ FILE_LIST_FIELDS = (("sft", "data"),)
 
 
 def _resolve_files(data: dict[str, Any], folder: Path) -> None:
-    """Make the relative file paths of a config file's data (:data:`SPEC_FIELDS`, :data:`FILE_LIST_FIELDS`)
-    relative to the file's own folder, in place, so a config works from any directory (``MODULE:FUNC`` specs
-    are left as they are)."""
+    """Make the relative file paths of a config file's data (:data:`SPEC_FIELDS`, :data:`FILE_LIST_FIELDS`, the
+    words of ``agent.command`` that start with ``./`` or ``../``) relative to the file's own folder, in place, so a
+    config works from any directory (``MODULE:FUNC`` specs are left as they are)."""
 
     def resolved(path: str) -> str:
         return path if Path(path).expanduser().is_absolute() else os.path.normpath(folder / path)
@@ -658,6 +667,16 @@ def _resolve_files(data: dict[str, Any], folder: Path) -> None:
         value = section(table).get(name)
         if isinstance(value, list):
             data[table][name] = [resolved(path) if isinstance(path, str) and path else path for path in value]
+    command = section("agent").get("command")
+    if isinstance(command, str):  # only the words written as relative paths: ./x, ../x (a shell's own rule for ./x)
+        try:
+            words = shlex.split(command)
+        except ValueError:  # unbalanced quotes: left as written
+            words = []
+        if any(word.startswith(("./", "../")) for word in words):
+            data["agent"]["command"] = shlex.join(
+                resolved(word) if word.startswith(("./", "../")) else word for word in words
+            )
 
 
 def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

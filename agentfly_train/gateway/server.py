@@ -436,7 +436,9 @@ class Gateway:
         started = time.perf_counter()
         generation = await self.scheduler.generate(GenerationRequest(prompt, min(budget, left), seed), params)
         # Cut by what was left of the episode's budget, not by the call's own limits: the rows are full.
-        recording.counters.over_budget |= generation.finish_reason == "length" and len(generation.token_ids) >= left
+        recording.counters.over_budget |= (
+            bool(settings.max_episode_tokens) and left <= budget and generation.finish_reason == "length"
+        )
         return generation, time.perf_counter() - started
 
     def _message(

@@ -544,6 +544,20 @@ def test_the_episode_budget_bounds_its_rows_and_its_end_says_so(tokenizer, short
         assert second.choices[0].finish_reason == ("length" if short_by else "stop")
 
 
+@pytest.mark.parametrize("episode_budget", [0, 4096])
+def test_a_call_cut_by_its_own_token_limit_leaves_the_episode_within_budget(tokenizer, episode_budget):
+    generator = ScriptedGenerator(tokenizer, calculator_script)
+    settings = GatewaySettings(max_model_len=400, max_episode_tokens=episode_budget)
+    with BackgroundGateway(Gateway(generator, tokenizer, settings)) as running:
+        episode = running.open_episode()
+        reply = client_for(episode).chat.completions.create(
+            model="p", messages=[{"role": "user", "content": "2 + 3?"}], tools=[ADD], max_tokens=3
+        )
+        recording = running.close_episode(episode.key)
+    assert reply.choices[0].finish_reason == "length" and len(generator.served[0].token_ids) == 3
+    assert not recording.counters.over_budget
+
+
 def test_a_prompt_past_the_episode_budget_but_inside_the_context_window_is_refused_as_over_budget(tokenizer):
     """A program's long prompt is the episode's business, not the context window's: within the model's window it is
     refused only by the episode's budget, and the episode is over budget (not silently cut)."""

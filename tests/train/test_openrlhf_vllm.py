@@ -1,8 +1,8 @@
 """OpenRLHF 0.11.2's own rollout actor and agent loop on a real vLLM engine (vLLM's CPU build).
 
-OpenRLHF's ``RolloutRayActor`` (``openrlhf.trainer.ray.vllm_engine``) is built here as its plain class,
-in this process instead of as a Ray actor (its ``__init__`` is a coroutine: awaited by hand, as Ray
-would): it loads this project's plug-in by path and starts vLLM's async engine on SmolLM2-135M. Its
+OpenRLHF's ``RolloutRayActor`` (``openrlhf.trainer.ray.vllm_engine``) is built in this process
+(the ``openrlhf_actor`` fixture of conftest.py): it loads this project's plug-in by path and starts
+vLLM's async engine on SmolLM2-135M. Its
 ``generate_responses`` is what OpenRLHF's sample generator calls for a prompt row: it runs
 ``MultiTurnAgentExecutor.execute`` through the plug-in's ``AgentExecutor`` against the real engine.
 Everything vLLM returns is recorded on the way, so the test can hold the result to it token for token.
@@ -15,9 +15,8 @@ import json
 import pytest
 import torch
 import vllm
-from openrlhf.trainer.ray.vllm_engine import RolloutRayActor
 
-from agentfly_train.backends.openrlhf import AGENT_FILE, executor
+from agentfly_train.backends.openrlhf import AGENT_FILE
 from agentfly_train.config import Config
 from agentfly_train.dataset import export_tasks
 
@@ -28,38 +27,11 @@ TURN_TOKENS = 40
 
 
 @pytest.fixture
-async def actor(smollm2_dir, monkeypatch):
-    """OpenRLHF's vLLM rollout actor, in process, with every vLLM output it returns recorded."""
-    monkeypatch.setenv("AGENTFLY_ENV_POOL", "local")
+async def actor(openrlhf_actor, monkeypatch):
+    """OpenRLHF's vLLM rollout actor with this project's env-loop plug-in (see the ``openrlhf_actor`` fixture)."""
     monkeypatch.setenv("AGENTFLY_MAX_TURN_TOKENS", str(TURN_TOKENS))
     monkeypatch.setenv("AGENTFLY_STOP", json.dumps(["</tool_call>"]))
-    monkeypatch.setenv("RAY_ADDRESS", "unused:0")  # the actor records Ray's address; no Ray runs here
-    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
-    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
-    cls = RolloutRayActor.__ray_metadata__.modified_class
-    engine = cls.__new__(cls)
-    await cls.__init__(
-        engine,
-        model=smollm2_dir,
-        agent_func_path=str(AGENT_FILE),
-        num_gpus=0,
-        dtype="float32",
-        seed=0,
-        enforce_eager=True,
-        max_model_len=MAX_LENGTH,
-    )
-    engine.outputs = []
-    generate = engine.generate
-
-    async def recording(prompt_token_ids, sampling_params, multi_modal_data=None):
-        output = await generate(prompt_token_ids, sampling_params, multi_modal_data)
-        engine.outputs.append((list(prompt_token_ids), sampling_params, output.outputs[0]))
-        return output
-
-    engine.generate = recording
-    yield engine
-    await executor.close_pools()
-    engine.llm.shutdown()
+    return await openrlhf_actor(AGENT_FILE, MAX_LENGTH)
 
 
 def prompt_row(tmp_path, tokenizer, env_id: str, options: dict, seed: int) -> tuple[str, str]:

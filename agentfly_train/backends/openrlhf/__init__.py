@@ -3,6 +3,9 @@
 - :mod:`~agentfly_train.backends.openrlhf.agent`: the file OpenRLHF loads with
   ``--train.agent_func_path``; its ``AgentExecutor`` plays ``AgentFly/*`` envs in OpenRLHF's own
   multi-turn loop, stepping them through a pool (Ray actors on a cluster).
+- :mod:`~agentfly_train.backends.openrlhf.program_agent`: the file it loads instead when an agent program
+  plays (``--agent PATH.py:FUNC``, ``--agent-command CMD``): the program runs against the token-exact
+  gateway, hosted in each rollout actor over OpenRLHF's vLLM engine.
 - :mod:`~agentfly_train.backends.openrlhf.launcher`: ``agentfly-train --backend openrlhf`` builds the
   ``openrlhf.cli.train_ppo_ray`` command from the same config the local backend reads.
 
@@ -10,8 +13,8 @@ Only ``openrlhf.utils.agent`` is imported from OpenRLHF here (it imports on a CP
 OpenRLHF needs vLLM and DeepSpeed and runs in the processes OpenRLHF starts.
 
 Example:
-    >>> AGENT_FILE.name, AGENT_FILE.exists()
-    ('agent.py', True)
+    >>> AGENT_FILE.name, AGENT_FILE.exists(), PROGRAM_AGENT_FILE.name, PROGRAM_AGENT_FILE.exists()
+    ('agent.py', True, 'program_agent.py', True)
 """
 
 from __future__ import annotations
@@ -20,3 +23,5 @@ from pathlib import Path
 
 #: The plug-in file, as ``--train.agent_func_path`` takes it.
 AGENT_FILE = Path(__file__).with_name("agent.py")
+#: The plug-in file for agent programs, as ``--train.agent_func_path`` takes it.
+PROGRAM_AGENT_FILE = Path(__file__).with_name("program_agent.py")

@@ -53,6 +53,10 @@ Settings (environment variables, set by ``agentfly-train --backend openrlhf``):
     * ``AGENTFLY_MAX_TURN_TOKENS``: a turn's token budget (``rollout.max_new_tokens``; 0 = no limit of its own).
     * ``AGENTFLY_STOP``: JSON list of stop strings (``rollout.stop``).
     * ``AGENTFLY_TOP_K``: top-k sampling (``rollout.top_k``; 0 = off).
+    * ``AGENTFLY_AGENT``: JSON of the run's ``[agent]`` section (:class:`~agentfly_train.config.AgentConfig`) when an
+      agent program plays the episodes; read by the program executor
+      (:mod:`~agentfly_train.backends.openrlhf.program_executor`), which shares this module's labels, settings,
+      env pools and episode logs.
 
 Example:
     What OpenRLHF's vLLM actor does with it, for one sample (``engine`` is the vLLM actor)::
@@ -81,6 +85,7 @@ from agentfly_env.resources.distributed import make_env_pool
 from agentfly_env.resources.pool import Lease, ResourcePool
 from agentfly_train.backends.openrlhf.config import ENV_POOLS
 from agentfly_train.chat import ChatFormat
+from agentfly_train.config import AgentConfig
 from agentfly_train.rollout import EpisodeStats, reset_episode, step_episode
 
 logger = logging.getLogger("agentfly.openrlhf")
@@ -125,6 +130,7 @@ class Settings:
     max_turn_tokens: int = 0
     stop: tuple[str, ...] = ()
     top_k: int = 0
+    agent: AgentConfig = field(default_factory=AgentConfig)
 
     @classmethod
     def from_environ(cls) -> Settings:
@@ -139,6 +145,7 @@ class Settings:
             max_turn_tokens=int(env.get("AGENTFLY_MAX_TURN_TOKENS", cls.max_turn_tokens)),
             stop=tuple(json.loads(env.get("AGENTFLY_STOP") or "[]")),
             top_k=int(env.get("AGENTFLY_TOP_K", cls.top_k)),
+            agent=_agent_config(env.get("AGENTFLY_AGENT") or "{}"),
         )
         if settings.pool not in ENV_POOLS:
             raise ValueError(
@@ -155,6 +162,16 @@ class Settings:
         except ImportError:
             return "local"
         return "ray" if ray.is_initialized() else "local"
+
+
+def _agent_config(text: str) -> AgentConfig:
+    try:
+        return msgspec.json.decode(text, type=AgentConfig)
+    except (msgspec.DecodeError, msgspec.ValidationError) as error:
+        raise ValueError(
+            f'AGENTFLY_AGENT must be JSON of the [agent] section, like {{"program": "/abs/agent.py:solve"}}; '
+            f"got {text[:200]!r}: {error}"
+        ) from None
 
 
 # Pools belong to the event loop that created them; vLLM's engine keeps one loop for its lifetime.
@@ -182,6 +199,28 @@ async def close_pools() -> None:
     """Close the pools of the running loop (destroys their envs or Ray actors)."""
     for pool in _POOLS.pop(asyncio.get_running_loop(), {}).values():
         await pool.close()
+
+
+def episode_logs(played: EpisodeStats) -> dict[str, float]:
+    """What OpenRLHF logs of an episode (its ``extra_logs``), by either executor: the same keys for every episode,
+    as OpenRLHF batches them key by key.
+
+    Example:
+        >>> logs = episode_logs(EpisodeStats(failure="the env actor died"))
+        >>> logs["failed"], logs["turns"]
+        (1.0, 0.0)
+    """
+    return {
+        "turns": float(played.model_turns),
+        "tool_calls": float(played.tool_calls),
+        "parse_errors": float(played.parse_errors),
+        "errors": float(played.errors),
+        "success": float(played.success),
+        "env_latency_s": played.env_seconds,
+        "truncated": float(played.truncated),
+        "truncation_context": float(played.truncation_reason == "context"),
+        "failed": float(played.failure is not None),
+    }
 
 
 def chat_format(tokenizer: Any, role: str) -> ChatFormat:
@@ -295,23 +334,12 @@ class AgentInstance(AgentInstanceBase):
         return self._result(step.reward, feedback, done=False)
 
     def _result(self, reward: float, feedback: str, *, done: bool) -> dict[str, Any]:
-        played = self._played
         return {
             "rewards": torch.tensor(reward),
-            "scores": torch.tensor(played.reward),
+            "scores": torch.tensor(self._played.reward),
             "environment_feedback": feedback,
             "done": done,
-            "extra_logs": {
-                "turns": float(played.model_turns),
-                "tool_calls": float(played.tool_calls),
-                "parse_errors": float(played.parse_errors),
-                "errors": float(played.errors),
-                "success": float(played.success),
-                "env_latency_s": played.env_seconds,
-                "truncated": float(played.truncated),
-                "truncation_context": float(played.truncation_reason == "context"),
-                "failed": float(self._played.failure is not None),
-            },
+            "extra_logs": episode_logs(self._played),
         }
 
 

@@ -18,7 +18,10 @@ The :class:`~agentfly_train.config.Config` the local backend reads becomes one
   them is the run), and ``eval.episodes`` eval-split tasks to ``eval.jsonl`` when
   ``openrlhf.eval_every`` is set; OpenRLHF renders their messages with the model's chat template;
 * the plug-in: ``--train.agent_func_path`` names :mod:`~agentfly_train.backends.openrlhf.agent`,
-  configured by ``AGENTFLY_ENV_POOL``, ``AGENTFLY_ENV_POOL_SIZE`` and ``AGENTFLY_OBSERVATION_ROLE``;
+  configured by ``AGENTFLY_ENV_POOL``, ``AGENTFLY_ENV_POOL_SIZE`` and ``AGENTFLY_OBSERVATION_ROLE``; with an
+  agent program (``--agent PATH.py:FUNC``, ``--agent-command CMD``) it names
+  :mod:`~agentfly_train.backends.openrlhf.program_agent` instead, and ``AGENTFLY_AGENT`` carries the ``[agent]``
+  section (a program's file as an absolute path);
 * the cluster: the ``[openrlhf]`` section (:class:`~agentfly_train.backends.openrlhf.config.OpenRLHFConfig`).
 
 Three ways to launch:
@@ -63,8 +66,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentfly_train.backends.openrlhf import AGENT_FILE
-from agentfly_train.config import Config, ConfigError, RolloutConfig
+import msgspec
+
+from agentfly_train.backends.openrlhf import AGENT_FILE, PROGRAM_AGENT_FILE
+from agentfly_train.config import AgentConfig, Config, ConfigError, RolloutConfig
 from agentfly_train.dataset import export_tasks
 from agentfly_train.models import (
     bundled_gguf,
@@ -80,6 +85,8 @@ PACKAGES = ("agentfly_env", "agentfly_envs", "agentfly_train", "agentfly_bench")
 JOB_DIR = "openrlhf"
 #: Rollout fields OpenRLHF's agent loop has no counterpart for.
 NOT_CARRIED = ("assistant_prefix",)
+#: Rollout fields an agent program's calls do not take (the program sends its own stop strings).
+NOT_CARRIED_BY_PROGRAMS = ("stop",)
 
 
 def openrlhf_args(
@@ -319,8 +326,10 @@ class OpenRLHFLauncher:
             "AGENTFLY_MAX_TURN_TOKENS": str(config.rollout.max_new_tokens),
             "AGENTFLY_STOP": json.dumps(config.rollout.stop),
             "AGENTFLY_TOP_K": str(config.rollout.top_k),
+            **({"AGENTFLY_AGENT": agent_settings(config.agent)} if config.agent.plays else {}),
             **{name: str(value) for name, value in cluster.env_vars.items()},
         }
+        agent_file = PROGRAM_AGENT_FILE if config.agent.plays else AGENT_FILE
         model = _model_argument(config, convert=not dry_run)
         train_file, eval_file = self.job_dir / "train.jsonl", self.job_dir / "eval.jsonl"
         prompts = config.train.steps * config.rollout.prompts_per_step
@@ -337,11 +346,17 @@ class OpenRLHFLauncher:
             "env: " + " ".join(f"{name}={shlex.quote(value)}" for name, value in self.env.items()),
         ]
         defaults = RolloutConfig()
+        not_carried = NOT_CARRIED + (NOT_CARRIED_BY_PROGRAMS if config.agent.plays else ())
         ignored = [
-            f"rollout.{name}" for name in NOT_CARRIED if getattr(config.rollout, name) != getattr(defaults, name)
+            f"rollout.{name}" for name in not_carried if getattr(config.rollout, name) != getattr(defaults, name)
         ]
         if ignored:
             self.notes.append(f"not carried (OpenRLHF's agent loop has no such setting): {', '.join(ignored)}")
+        if config.agent.plays:
+            self.notes.append(
+                f"agent: {config.agent.command or config.agent.program} plays every episode, in each vLLM engine's "
+                "process (its calls go to that engine through the gateway): its paths are read on the engine's node"
+            )
         common = {"model": model, "wandb_key": self._secrets.get("WANDB_API_KEY")}
         if not submit:
             self.runtime_env: dict[str, Any] | None = None
@@ -353,7 +368,7 @@ class OpenRLHFLauncher:
                     config,
                     **common,
                     train_data=str(train_file),
-                    agent_file=str(AGENT_FILE),
+                    agent_file=str(agent_file),
                     out_dir=str(out_dir),
                     eval_data=str(eval_file) if cluster.eval_every else None,
                 ),
@@ -371,7 +386,7 @@ class OpenRLHFLauncher:
                 config,
                 **common,
                 train_data=train_file.name,
-                agent_file=_package_relative(AGENT_FILE),
+                agent_file=_package_relative(agent_file),
                 out_dir=cluster.cluster_out_dir or str(out_dir),
                 eval_data=eval_file.name if cluster.eval_every else None,
             ),
@@ -445,6 +460,22 @@ class OpenRLHFLauncher:
             **{name: str(value) for name, value in extra.pop("env_vars", {}).items()},
         }
         return {**runtime_env, **extra}
+
+
+def agent_settings(agent: AgentConfig) -> str:
+    """``AGENTFLY_AGENT``: the ``[agent]`` section as the program executor reads it, a program's file made absolute
+    (the rollout actors do not run in this directory); the warm start's expert stays here.
+
+    Example:
+        >>> settings = json.loads(agent_settings(AgentConfig(program="my_agent/agent.py:solve", timeout_s=60)))
+        >>> settings["program"] == f"{Path.cwd()}/my_agent/agent.py:solve", settings["timeout_s"], "expert" in settings
+        (True, 60, False)
+    """
+    where, _, function = agent.program.rpartition(":")
+    program = f"{Path(where).expanduser().resolve()}:{function}" if where.endswith(".py") else agent.program
+    fields = msgspec.structs.asdict(msgspec.structs.replace(agent, program=program))
+    fields.pop("expert")
+    return json.dumps(fields, separators=(",", ":"))
 
 
 def core_requirements() -> list[str]:
