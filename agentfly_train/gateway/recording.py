@@ -28,6 +28,19 @@ Example:
     1
     >>> recording.counters.prefix_mismatches, recording.counters.rows
     (1, 2)
+
+A forced opening (``tool_choice`` required) ends its call's prompt but is the model's turn: a prompt that leaves
+it is a mismatch too, and the same prompt sent again is not.
+
+    >>> forced = EpisodeRecording()
+    >>> forced.record([1, 2, 30, 31], Generation([4], [-0.1], "stop"), opening=2)
+    0
+    >>> forced.record([1, 2, 30, 31], Generation([4], [-0.1], "stop"), opening=2)  # sent again
+    1
+    >>> forced.record([1, 2, 30, 9, 9], Generation([5], [-0.2], "stop"), opening=2)  # rewrote the turn
+    2
+    >>> forced.counters.prefix_mismatches, forced.counters.rows
+    (1, 3)
 """
 
 from __future__ import annotations
@@ -46,6 +59,8 @@ class Row:
         action_mask: 1 for each sampled token, 0 for the rest.
         logprobs: The generator's log-prob of each sampled token; 0.0 elsewhere.
         calls: ``(prompt_end, completion_end)`` of each call the row holds, as indices into ``token_ids``.
+        openings: Per call, the tokens of its forced opening (``tool_choice`` required or named), which end its
+            prompt: the model's turn starts that many tokens before ``prompt_end``.
         mismatch: Whether the row began with a prefix mismatch.
     """
 
@@ -53,24 +68,31 @@ class Row:
     action_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     calls: list[tuple[int, int]] = field(default_factory=list)
+    openings: list[int] = field(default_factory=list)
     mismatch: bool = False
 
-    def add_call(self, prompt: list[int], generation: Generation) -> None:
-        """Append a call whose prompt starts with this row: the prompt's new tokens, then the sampled ones."""
+    def add_call(self, prompt: list[int], generation: Generation, opening: int = 0) -> None:
+        """Append a call whose prompt starts with this row: the prompt's new tokens, then the sampled ones
+        (``opening``: how many of the prompt's last tokens are the turn's forced opening)."""
         new_prompt = prompt[len(self.token_ids) :]
         self.token_ids += new_prompt + generation.token_ids
         self.action_mask += [0] * len(new_prompt) + [1] * len(generation.token_ids)
         self.logprobs += [0.0] * len(new_prompt) + list(generation.logprobs)
         self.calls.append((len(prompt), len(self.token_ids)))
+        self.openings.append(opening)
 
     def continued_by(self, prompt: list[int]) -> bool:
         """Whether ``prompt`` starts with this whole row."""
         return len(prompt) >= len(self.token_ids) and prompt[: len(self.token_ids)] == self.token_ids
 
     def left_by(self, prompt: list[int]) -> bool:
-        """Whether ``prompt`` goes on from one of this row's prompts without that call's completion."""
+        """Whether ``prompt`` goes on from one of this row's prompts without that call's turn (its forced opening and
+        its completion)."""
         shared = _common_prefix(prompt, self.token_ids)
-        return any(shared >= start and len(prompt) > start and shared < end for start, end in self.calls)
+        return any(
+            shared >= start - opening and len(prompt) > start and shared < end
+            for (start, end), opening in zip(self.calls, self.openings, strict=True)
+        )
 
 
 @dataclass
@@ -131,8 +153,9 @@ class EpisodeRecording:
         continued = [len(row.token_ids) for row in self.rows if row.continued_by(prompt)]
         return self.tokens + len(prompt) - max(continued, default=0)
 
-    def record(self, prompt: list[int], generation: Generation) -> int:
-        """Record a sampled call; returns the index of the row it went into."""
+    def record(self, prompt: list[int], generation: Generation, opening: int = 0) -> int:
+        """Record a sampled call (``opening``: the tokens of its forced opening, which end ``prompt``); returns the
+        index of the row it went into."""
         self.counters.sampled_calls += 1
         self.counters.prompt_tokens += len(prompt)
         self.counters.completion_tokens += len(generation.token_ids)
@@ -145,7 +168,7 @@ class EpisodeRecording:
             self.counters.rows += 1
             self.counters.prefix_mismatches += mismatch
             index = len(self.rows) - 1
-        self.rows[index].add_call(prompt, generation)
+        self.rows[index].add_call(prompt, generation, opening)
         return index
 
 

@@ -352,7 +352,7 @@ class Gateway:
         if self.episodes.get(key) is not recording:  # closed while the model sampled: its rows are taken
             raise self._not_found(key)
         if generation.token_ids:
-            recording.record(prompt, generation)
+            recording.record(prompt, generation, len(opening))
         message, finish_reason, stop_sequence, turn = self._message(generation, body, call, opening)
         recording.counters.tool_calls += len(message.get("tool_calls", ()))
         recording.counters.cut_calls += finish_reason == "length"
@@ -412,7 +412,7 @@ class Gateway:
         room = settings.max_model_len - len(prompt)
         budget = min(body.max_tokens or settings.max_new_tokens, settings.max_new_tokens, room)
         left = settings.max_episode_tokens - recording.tokens_with(prompt) if settings.max_episode_tokens else budget
-        if left <= 0:  # the rows are full: the episode is over, whatever the program does next
+        if left <= 0 or recording.counters.over_budget:  # the episode is over, whatever the program does next
             recording.counters.over_budget = True
             return Generation([], [], "length"), 0.0
         if budget <= 0:

@@ -567,10 +567,13 @@ def test_a_prompt_past_the_episode_budget_but_inside_the_context_window_is_refus
         long, short = running.open_episode(), running.open_episode()
         words = " ".join(["word"] * 200)
         refused = client_for(long).chat.completions.create(model="p", messages=[{"role": "user", "content": words}])
+        # The episode is over: a shorter call after it is refused too.
+        after = client_for(long).chat.completions.create(model="p", messages=[{"role": "user", "content": "hi"}])
         answered = client_for(short).chat.completions.create(model="p", messages=[{"role": "user", "content": "hi"}])
         long_recording, short_recording = running.close_episode(long.key), running.close_episode(short.key)
-    assert (refused.choices[0].finish_reason, refused.choices[0].message.content) == ("length", None)
-    assert long_recording.counters.over_budget and long_recording.rows == []
+    for reply in (refused, after):
+        assert (reply.choices[0].finish_reason, reply.choices[0].message.content) == ("length", None)
+    assert long_recording.counters.over_budget and long_recording.rows == [] and len(generator.served) == 1
     assert answered.choices[0].finish_reason == "stop" and not short_recording.counters.over_budget
 
 
