@@ -64,10 +64,13 @@ bench: setup
 # The peers agentfly-bench compares against, each in its own venv (they pin other versions of what we
 # use): GEM for `agentfly-bench --suite gem`; openenv (its client drives agentfly-serve in the tests, its
 # server is the reference of `--suite serve`); TRL, whose GRPOTrainer updates on the same batch as ours in
-# `--suite update` (transformers and accelerate pinned as tested, torch the CPU wheel as ours; 1.5 GB); the
-# OpenAI Agents SDK, whose own example (examples/model_providers/custom_example_agent.py, shipped in its sdist
-# only, unpacked beside the venv's bin/) runs unchanged against the gateway in
-# tests/train/test_gateway_framework.py. `make test` sets them up too, so the side-by-side tests run.
+# `--suite update` (transformers and accelerate pinned as tested, torch the CPU wheel as ours; 1.5 GB); the agent
+# frameworks of tests/train/test_gateway_framework.py, each an agent of its own against the gateway: the OpenAI
+# Agents SDK (its own example, examples/model_providers/custom_example_agent.py, shipped in its sdist only and
+# unpacked beside the venv's bin/, runs unchanged; and an agent on its default model, the Responses API),
+# LangGraph (`create_react_agent` over langchain-openai's ChatOpenAI) and smolagents (`ToolCallingAgent` over its
+# OpenAIServerModel), about 140 MB each, their `openai` client pinned as the dev venv's. `make test` sets them up
+# too, so the side-by-side tests run.
 AGENTS_SDK := openai_agents-0.24.0
 peers:
 	test -x .venv-peers/gem/bin/python || $(PYTHON) -m venv .venv-peers/gem
@@ -83,6 +86,11 @@ peers:
 		download --quiet --no-deps --no-binary :all: --dest .venv-peers/openai-agents/sdist openai-agents==0.24.0
 	tar -xzf .venv-peers/openai-agents/sdist/$(AGENTS_SDK).tar.gz -C .venv-peers/openai-agents \
 		--strip-components=1 $(AGENTS_SDK)/examples/model_providers/custom_example_agent.py
+	test -x .venv-peers/langgraph/bin/python || $(PYTHON) -m venv .venv-peers/langgraph
+	.venv-peers/langgraph/bin/python -m pip install --quiet langgraph==1.2.24 langgraph-prebuilt==1.1.3 \
+		langchain-core==1.8.3 langchain-openai==1.7.4 openai==3.57.0
+	test -x .venv-peers/smolagents/bin/python || $(PYTHON) -m venv .venv-peers/smolagents
+	.venv-peers/smolagents/bin/python -m pip install --quiet 'smolagents[openai]==1.26.0' openai==3.57.0
 
 # The GPU stack (the `openrlhf` extra) on a GPU machine, in a venv, in the order that works: openrlhf 0.11.2
 # requires flash-attn 2.8.3, an sdist whose setup.py imports torch, so a plain `pip install -e '.[openrlhf]'`
