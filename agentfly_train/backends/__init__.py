@@ -4,10 +4,11 @@
 (:mod:`agentfly_train.backends.openrlhf`) launches OpenRLHF on vLLM and Ray (GPU machines) from the
 same config, with the same dataset export. Backends are imported only when chosen.
 
-A backend is one entry of :data:`BACKENDS` (:func:`register_backend` adds one): the class that runs a
-config (a :class:`TrainingBackend`), whether it has a dry run, and, when it has settings of its own,
-the section that reads its TOML table (``[openrlhf]``), a :class:`~agentfly_train.config.BackendSection`
-defined beside the backend. The config module and ``agentfly-train`` know no backend by name: the
+A backend is one entry of :data:`~agentfly_train.backend_registry.BACKENDS` (its own module, which the config
+reads; :func:`~agentfly_train.backend_registry.register_backend` adds one): the class that runs a config (a
+:class:`TrainingBackend`), whether it has a dry run, and, when it has settings of its own, the section that reads
+its TOML table (``[openrlhf]``), a :class:`~agentfly_train.config.BackendSection` defined beside the backend. The
+config module and ``agentfly-train`` know no backend by name: the
 config decodes every registered section and asks the chosen one for its checks; the command line
 builds the chosen backend with :func:`build_backend`, prints :meth:`TrainingBackend.describe`, runs
 :meth:`TrainingBackend.fit`.
@@ -22,12 +23,24 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:  # the config module reads the registry: nothing of it is imported at runtime here
-    from agentfly_train.config import BackendSection, Config
+from agentfly_train.backend_registry import BACKENDS, Backend, backend_sections, load, register_backend
+
+if TYPE_CHECKING:
+    from agentfly_train.config import Config
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "OnStep",
+    "TrainingBackend",
+    "backend_class",
+    "backend_sections",
+    "build_backend",
+    "register_backend",
+]
 
 #: Called by a backend after each training step with the step's number (from 1) and metrics.
 OnStep = Callable[[int, dict[str, Any]], None]
@@ -54,41 +67,10 @@ class TrainingBackend(Protocol):
         ...
 
 
-class Backend(NamedTuple):
-    """A backend, named by ``module:attribute`` strings so that nothing is imported before it is used.
-
-    Attributes:
-        runner: The :class:`TrainingBackend` class built as ``cls(config)`` to run the training.
-        section: The :class:`~agentfly_train.config.BackendSection` that decodes the backend's own table
-            (named like the backend), or ``""`` for none. Its module must import light (no torch).
-        dry_run: It can prepare and describe a run without running it (``--dry-run``).
-    """
-
-    runner: str
-    section: str = ""
-    dry_run: bool = False
-
-
-#: Backend name (``config.backend``, ``--backend``) -> where its code is.
-BACKENDS: dict[str, Backend] = {
-    "local": Backend("agentfly_train.backends.local:LocalTrainer"),
-    "openrlhf": Backend(
-        "agentfly_train.backends.openrlhf.launcher:OpenRLHFLauncher",
-        section="agentfly_train.backends.openrlhf.config:OpenRLHFConfig",
-        dry_run=True,
-    ),
-}
-
-
-def register_backend(name: str, runner: str, section: str = "", *, dry_run: bool = False) -> None:
-    """Add a backend (a third-party one too): ``--backend name`` runs ``runner``; ``[name]`` is its ``section``."""
-    BACKENDS[name] = Backend(runner, section, dry_run)
-
-
 def backend_class(config: Config) -> Any:
     """The backend class of ``config.backend``, built as ``cls(config)`` (imports it: torch and
     transformers for ``local``; nothing heavy for ``openrlhf``, whose run happens in a subprocess)."""
-    return _load(BACKENDS[config.backend].runner)
+    return load(BACKENDS[config.backend].runner)
 
 
 def build_backend(config: Config, *, dry_run: bool = False) -> TrainingBackend:
@@ -107,13 +89,3 @@ def build_backend(config: Config, *, dry_run: bool = False) -> TrainingBackend:
         )
     cls = backend_class(config)
     return cls(config, dry_run=True) if dry_run else cls(config)
-
-
-def backend_sections() -> dict[str, type[BackendSection]]:
-    """Each registered backend's own section, by the name of its TOML table (the backend's name)."""
-    return {name: _load(backend.section) for name, backend in BACKENDS.items() if backend.section}
-
-
-def _load(target: str) -> Any:
-    module, _, attribute = target.partition(":")
-    return getattr(importlib.import_module(module), attribute)

@@ -113,6 +113,26 @@ print("heavy", sorted(m for m in ("torch", "transformers") if m in sys.modules))
 """
 
 
+def test_the_config_reads_the_backend_registry_without_importing_any_backend():
+    """No import circle: the config imports the registry, which imports nothing of the trainer; the backends
+    package (which builds a backend from a config) is not imported by reading one."""
+    code = (
+        "import sys; from agentfly_train.config import Config; Config.load('quickstart').validate(check_model=False)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('agentfly_train.backends')))"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # The openrlhf section is read to decode [openrlhf]: its light config module (and its packages), no backend.
+    loaded = (
+        "['agentfly_train.backends', 'agentfly_train.backends.openrlhf', 'agentfly_train.backends.openrlhf.config']"
+    )
+    assert ran.stdout.split("\n")[-2] == loaded
+    config_source = Path(sys.modules["agentfly_train.config"].__file__).read_text()
+    assert (
+        "from agentfly_train.backends import" not in config_source
+        and "import agentfly_train.backends" not in config_source
+    )
+
+
 def test_help_and_bad_configs_fail_before_anything_heavy_loads():
     cases = [
         ["--help"],
