@@ -271,7 +271,9 @@ class TrainConfig(Section):
     """Gradient clipping norm; 0 for off."""
     recompute_logprobs: bool = False
     """Recompute the old log-probs with a forward pass instead of using the generator's; needed when the generator is
-    not the trained model (vLLM), optional otherwise."""
+    not the trained model (vLLM), optional otherwise. A step's metrics then say how far the engine that sampled and
+    the trainer disagree: ``logprob_mismatch``, the largest gap on one sampled token, and ``mismatch_kl``, the
+    mean KL(engine || trainer) per sampled token (k3 estimate; 0 when they agree), the one to watch."""
     save_every: int = 0
     """Save a checkpoint every N steps (and at the end); 0 only at the end."""
     keep_checkpoints: int = 2

@@ -27,15 +27,17 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from agentfly_env.core.types import EpisodeSummary, summarize
+from agentfly_env.core.types import EpisodeSummary, summarize, tool_metrics, tool_stats
 from agentfly_train.rollout import Episode, EpisodeStats
 from agentfly_train.run_files import METRICS_FILE, TENSORBOARD_DIR
 
 
 def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, Any]:
     """Per-episode means over a batch (:func:`~agentfly_env.core.types.summarize`'s reward, success, turns,
-    tool calls, errors, truncations) and the trainer's own: the reward's spread, budget cuts, env latency,
-    failed episodes (and, where any failed, ``failure_reasons``: a count per reason) and each truncation reason."""
+    tool calls, errors, truncations), each tool's calls per episode, error and timeout rates and latency
+    (``tool/<name>/...``, :func:`~agentfly_env.core.types.tool_metrics`), and the trainer's own: the reward's
+    spread, budget cuts, env latency, failed episodes (and, where any failed, ``failure_reasons``: a count per
+    reason) and each truncation reason."""
     count = max(len(episodes), 1)
     rewards = [e.reward for e in episodes]
     mean = sum(rewards) / count
@@ -50,6 +52,8 @@ def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, Any]:
         # Episodes whose env died or raised: reported here, left out of the loss.
         failed_episodes=sum(e.failure is not None for e in episodes),
     )
+    # An agent program's tool steps are in its trajectory too (copied from its MCP tools' env).
+    metrics.update(tool_metrics(tool_stats(e.trajectory.steps if e.trajectory else [] for e in episodes)))
     if reasons := failure_reasons(episodes):  # JSONL and summary.json only: not a scalar
         metrics["failure_reasons"] = reasons
     for reason, number in Counter(e.truncation_reason for e in episodes if e.truncated).items():
@@ -105,6 +109,27 @@ def sequence_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
         "generated_tokens_per_episode": sum(e.generated_tokens for e in episodes) / count,
         "sequence_tokens_per_episode": sum(len(s.token_ids) for e in episodes for s in e.sequences) / count,
     }
+
+
+def uniform_group_rate(episodes: Sequence[Episode]) -> float:
+    """The share of a training batch's groups (a task's chains, two or more) whose finished episodes all earned the
+    same reward: a group baseline gives them no advantage, so they teach nothing. High: more chains per task, a
+    higher temperature or an easier start give the update more to learn from.
+
+    Example:
+        >>> played = [Episode(group=g, chain=c, seed=g, verdict=r) for g, rs in enumerate([[1, 1], [0, 1], [0, 0]])
+        ...           for c, r in enumerate(rs)]
+        >>> round(uniform_group_rate(played), 3)
+        0.667
+    """
+    groups: dict[int, set[float]] = {}
+    sizes: Counter[int] = Counter()
+    for episode in episodes:
+        if episode.failure is None:  # left out of the update: no part of its group's baseline
+            groups.setdefault(episode.group, set()).add(episode.reward)
+            sizes[episode.group] += 1
+    chained = [group for group, size in sizes.items() if size > 1]
+    return sum(len(groups[group]) == 1 for group in chained) / len(chained) if chained else 0.0
 
 
 def gateway_metrics(episodes: Sequence[Episode]) -> dict[str, float]:

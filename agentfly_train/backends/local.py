@@ -59,6 +59,7 @@ from agentfly_train.metrics import (
     plot_reward_curve,
     read_metrics,
     sequence_metrics,
+    uniform_group_rate,
 )
 from agentfly_train.models import (
     load_causal_lm,
@@ -290,6 +291,7 @@ class LocalTrainer:
             **sequence_metrics(episodes),
             **{f"rollout_{k}": v for k, v in result.stats.as_dict().items()},
             **gateway_metrics(episodes),
+            "uniform_group_rate": uniform_group_rate(episodes),
         }
         if config.env.mix:
             metrics.update(per_env_metrics(episodes))
@@ -530,6 +532,9 @@ class LocalTrainer:
             report["kl"] = float(algorithms.masked_mean(self._kl(batch, scores), mask)) if mask.sum() else 0.0
         if self.recompute_logprobs and mask.sum() and (learned or not scores.fill_old):  # else never computed
             report["logprob_mismatch"] = float(((scores.old - batch.rollout_logprobs).abs() * mask).max())
+            # KL(engine || trainer) on the engine's own samples (k3: unbiased, non-negative), per sampled token.
+            kl = algorithms.approx_kl(batch.rollout_logprobs, scores.old, "k3")
+            report["mismatch_kl"] = float(algorithms.masked_mean(kl, mask))
         report["left_out_episodes"] = int((~trained[algorithms.first_rows(batch.episode_of)]).sum())
         return report
 

@@ -8,6 +8,7 @@ run took.
 from __future__ import annotations
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -168,7 +169,26 @@ def test_recomputed_old_logprobs_of_a_single_optimiser_step_are_the_updates_own_
     _, steps = train(shout_config("grpo", tmp_path, steps=2, epochs=1, recompute_logprobs=True), tokenizer)
     for metrics in steps:
         assert metrics["ppo_kl"] == 0.0 and metrics["clip_ratio"] == 0.0, metrics
-        assert metrics["logprob_mismatch"] < 1e-3, metrics
+        assert metrics["logprob_mismatch"] < 1e-3 and 0 <= metrics["mismatch_kl"] < 1e-6, metrics
+        assert 0 <= metrics["uniform_group_rate"] <= 1
+
+
+def test_an_engine_that_disagrees_with_the_trainer_shows_in_the_mismatch_metrics(tokenizer, tmp_path, monkeypatch):
+    """A generator whose log-probs are the model's less 0.1 on every token (an engine in other numerics): the largest
+    gap is 0.1 and the mean KL(engine || trainer) is k3's exp(0.1) - 1 - 0.1 per token."""
+    from agentfly_train.backends import local
+    from agentfly_train.generation import Generation
+
+    class Offset(local.TransformersGenerator):
+        def generate(self, requests, params):
+            made = super().generate(requests, params)
+            return [Generation(g.token_ids, [lp - 0.1 for lp in g.logprobs], g.finish_reason) for g in made]
+
+    monkeypatch.setattr(local, "build_generator", lambda config, model, tokenizer: Offset(model, tokenizer))
+    _, steps = train(shout_config("grpo", tmp_path, steps=1, epochs=1, recompute_logprobs=True), tokenizer)
+    [metrics] = steps
+    assert metrics["logprob_mismatch"] == pytest.approx(0.1, abs=1e-3)
+    assert metrics["mismatch_kl"] == pytest.approx(math.exp(0.1) - 1.1, rel=0.05)
 
 
 def test_a_warm_start_on_the_envs_own_expert_teaches_the_two_turn_format(tokenizer, tmp_path):
