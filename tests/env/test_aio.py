@@ -2,6 +2,11 @@
 
 The reference is the plain path: ``loop.run_until_complete`` for :func:`run_sync` and
 ``asyncio.gather`` for :func:`gather`, each run on a fresh loop, and compared outcome by outcome.
+
+Every test runs twice: on the fast path (asyncio's internals, as on CPython 3.11) and on the public path
+the module takes where those internals differ (decided with each private function taken away, on a loop
+that notes any private attribute the module reads of it: none may be). test_aio_guard.py takes each
+internal away in turn.
 """
 
 from __future__ import annotations
@@ -11,16 +16,80 @@ import contextlib
 import contextvars
 import functools
 import gc
+import sys
 import threading
+import weakref
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentfly_env.core import aio
 from agentfly_env.core.aio import gather, run_sync
 
 variable: contextvars.ContextVar[str] = contextvars.ContextVar("variable", default="unset")
+
+
+class WatchedLoop(asyncio.SelectorEventLoop):
+    """An asyncio loop that notes each private attribute the module reads of it."""
+
+    def __init__(self) -> None:
+        self.private_reads: set[str] = set()
+        super().__init__()
+
+    def __getattribute__(self, name):
+        if name[:1] == "_" and name[:2] != "__" and sys._getframe(1).f_code.co_filename == aio.__file__:
+            object.__getattribute__(self, "private_reads").add(name)
+        return super().__getattribute__(name)
+
+
+def take_every_function_away(patch: pytest.MonkeyPatch) -> None:
+    for module, name in aio._INTERNAL_FUNCTIONS:
+        patch.delattr(module, name)
+
+
+@contextlib.contextmanager
+def public_path(take_away=take_every_function_away):
+    """The module as decided on an interpreter without what ``take_away`` removes, with this thread's loop a
+    :class:`WatchedLoop`; yields why the fast path is off. Afterwards the module decides again, on this
+    interpreter, and this thread's loop is the one it had."""
+    saved = dict(aio._thread_state.__dict__)
+    aio._thread_state.__dict__.clear()
+    watched = WatchedLoop()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            take_away(patch)
+            aio._configure()  # the decision taken at import, here without the internal
+        assert not aio._EAGER and aio._EAGER_OFF
+        # What the public path may call: nothing private is bound.
+        assert aio._get_running_loop is aio._no_running_loop_is_none
+        assert aio._set_running_loop is aio._enter_task is aio._leave_task is None
+        assert aio._register_task is aio._unregister_task is None
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(asyncio, "new_event_loop", lambda: watched)
+            run_sync(asyncio.sleep(0))
+        assert aio._thread_state.loop is watched
+        yield aio._EAGER_OFF
+        assert not watched.private_reads
+    finally:
+        aio._configure()
+        watched.close()
+        aio._thread_state.__dict__.clear()
+        aio._thread_state.__dict__.update(saved)
+    assert aio._EAGER, aio._EAGER_OFF
+
+
+@pytest.fixture(params=["fast", "public"])
+def path(request):
+    if request.param == "fast":
+        assert aio._EAGER, aio._EAGER_OFF  # CPython 3.11, the tested version, takes the fast path
+        yield request.param
+        return
+    with public_path():
+        yield request.param
+
+
+pytestmark = pytest.mark.usefixtures("path")
 
 
 def thread_loop() -> asyncio.AbstractEventLoop:
@@ -242,6 +311,33 @@ def test_run_sync_inside_run_sync_goes_to_a_helper_thread():
     assert inner_thread == "agentfly-run-sync" and outer_thread != inner_thread
 
 
+def test_the_helper_threads_loop_is_closed_when_the_call_ends():
+    async def outer():
+        return run_sync(inner())
+
+    async def inner():
+        return asyncio.get_running_loop()
+
+    assert run_sync(outer()).is_closed()
+
+
+def test_a_threads_loop_goes_when_nothing_holds_it():
+    loops = []
+
+    def in_thread():
+        run_sync(gather_in_a_task())
+        loops.append(weakref.ref(aio._thread_state.loop))
+
+    async def gather_in_a_task():
+        return await gather(value(1), value(2))
+
+    worker = threading.Thread(target=in_thread)
+    worker.start()
+    worker.join()
+    gc.collect()
+    assert loops and loops[0]() is None  # not kept by its parked hosts
+
+
 def test_a_debug_loop_takes_the_plain_path():
     loop = thread_loop()
     loop.set_debug(True)
@@ -458,7 +554,7 @@ def task_factory(loop, factory):
         loop.set_task_factory(None)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=plans, factory=st.sampled_from([None, plain_task_factory]))
 def test_run_sync_matches_run_until_complete(plan, factory):
     reference_log: list = []
@@ -485,7 +581,7 @@ async def _settled():
     raise AssertionError("tasks still running after 10,000 loop iterations")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plans=st.lists(plans, max_size=6), factory=st.sampled_from([None, plain_task_factory]))
 def test_gather_matches_asyncio_gather(plans, factory):
     def program(gather_function, log):
