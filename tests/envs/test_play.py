@@ -24,6 +24,11 @@ def test_play_writes_every_episode_and_prints_the_summary(tmp_path, capsys):
     assert all(t.total_reward == 1.0 and t.steps[-1].terminated for t in trajectories)
     printed = capsys.readouterr().out
     assert "AgentFly/Math-v0" in printed and "1.00" in printed
+    # The per-tool table: the expert calls the calculator once an episode, and it never fails.
+    [row] = [line for line in printed.splitlines() if "calculator" in line]
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    assert cells[:5] == ["AgentFly/Math-v0", "calculator", "1.00", "0.00", "0.00"]
+    assert 0 < float(cells[5]) <= float(cells[6])  # latency p50 and p95 in ms
 
 
 def test_make_play_plays_every_registered_env_it_can_and_says_why_it_skips_the_others(tmp_path):
