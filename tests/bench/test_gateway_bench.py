@@ -1,6 +1,6 @@
 """``agentfly-bench --suite gateway --quick``: tool-calling episodes over HTTP through the gateway and straight to
 the generator, with both generator kinds; the JSON holds every figure and the table comes out. The figures
-themselves (and the 2 ms target) are the suite's full run, in the README: no timing is asserted here."""
+themselves (and the 2 ms target) are the suite's full run, in docs/benchmarks.md: no timing is asserted here."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ its run directory; a finished row is skipped on a re-run, a half-finished one re
 bad options stop the suite before anything runs; the comparison tables and plots come out of row results.
 
 Only the first test trains (one ``--quick`` row on the bundled SmolLM2: a smoke run's budgets); the others
-record or fake finished run directories. The learning itself is the suite's full run (figures in the README).
+record or fake finished run directories. The learning itself is the suite's full run (figures in docs/learning.md).
 """
 
 from __future__ import annotations
