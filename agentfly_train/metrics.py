@@ -27,15 +27,17 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from agentfly_env.core.types import EpisodeSummary, summarize
+from agentfly_env.core.types import EpisodeSummary, summarize, tool_metrics, tool_stats
 from agentfly_train.rollout import Episode, EpisodeStats
 from agentfly_train.run_files import METRICS_FILE, TENSORBOARD_DIR
 
 
 def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, Any]:
     """Per-episode means over a batch (:func:`~agentfly_env.core.types.summarize`'s reward, success, turns,
-    tool calls, errors, truncations) and the trainer's own: the reward's spread, budget cuts, env latency,
-    failed episodes (and, where any failed, ``failure_reasons``: a count per reason) and each truncation reason."""
+    tool calls, errors, truncations), each tool's calls per episode, error and timeout rates and latency
+    (``tool/<name>/...``, :func:`~agentfly_env.core.types.tool_metrics`), and the trainer's own: the reward's
+    spread, budget cuts, env latency, failed episodes (and, where any failed, ``failure_reasons``: a count per
+    reason) and each truncation reason."""
     count = max(len(episodes), 1)
     rewards = [e.reward for e in episodes]
     mean = sum(rewards) / count
@@ -50,6 +52,8 @@ def episode_metrics(episodes: Sequence[EpisodeStats]) -> dict[str, Any]:
         # Episodes whose env died or raised: reported here, left out of the loss.
         failed_episodes=sum(e.failure is not None for e in episodes),
     )
+    # An agent program's tool steps are in its trajectory too (copied from its MCP tools' env).
+    metrics.update(tool_metrics(tool_stats(e.trajectory.steps if e.trajectory else [] for e in episodes)))
     if reasons := failure_reasons(episodes):  # JSONL and summary.json only: not a scalar
         metrics["failure_reasons"] = reasons
     for reason, number in Counter(e.truncation_reason for e in episodes if e.truncated).items():

@@ -16,6 +16,8 @@ API (all ``GET``, JSON; runs by number, episode sources by their folder inside t
 - ``/api/curves?runs=0,1``: per run, every metric of ``metrics.jsonl`` and per-env episode curves.
 - ``/api/episodes?run=0&source=.&success=0&env=...&outcome=...&step=3&min_reward=...&q=text&offset=0&limit=50``:
   one page of the filtered episode list and the filters' choices.
+- ``/api/tools?run=0&source=.``: per tool, over the source's episodes: calls per episode, error and timeout
+  rates, latency p50 and p95 (:class:`~agentfly_env.core.types.ToolStats`).
 - ``/api/episode?run=0&source=.&index=17``: one episode whole, with its tokens when the run kept them.
 
 Every request passes the request guard first (:mod:`agentfly_env.serve.guard`): the page answers only
@@ -167,6 +169,10 @@ def create_app(runs: Sequence[RunDir], rules: GuardRules | None = None) -> ASGIA
             "status": source.status(),
         }
 
+    def tools(request: Request) -> dict[str, Any]:
+        source = source_of(request)
+        return {"episodes": len(source.episodes), "tools": msgspec.to_builtins(source.episodes.tool_stats())}
+
     def episode(request: Request) -> dict[str, Any]:
         source = source_of(request)
         number = _number(request, "index")
@@ -200,6 +206,7 @@ def create_app(runs: Sequence[RunDir], rules: GuardRules | None = None) -> ASGIA
             Route("/api/runs", _handler(list_runs)),
             Route("/api/curves", _handler(curves)),
             Route("/api/episodes", _handler(episodes)),
+            Route("/api/tools", _handler(tools)),
             Route("/api/episode", _handler(episode)),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],

@@ -49,7 +49,7 @@ from typing import Any, BinaryIO
 import msgspec
 import numpy as np
 
-from agentfly_env.core.types import EpisodeSummary, Trajectory
+from agentfly_env.core.types import EpisodeSummary, ToolStats, ToolTally, Trajectory
 from agentfly_train.run_files import (
     CHECKPOINTS_DIR,
     CONFIG_FILE,
@@ -258,6 +258,14 @@ class MetricsFile(JsonlFile):
             return out
 
 
+class _ResultBrief(msgspec.Struct):
+    """What per-tool stats read of a tool result (its output is skipped unread)."""
+
+    name: str
+    error: str | None = None
+    duration_s: float = 0.0
+
+
 class _StepBrief(msgspec.Struct):
     reward: float = 0.0
     terminated: bool = False
@@ -265,6 +273,7 @@ class _StepBrief(msgspec.Struct):
     success: bool = False
     truncation_reason: str | None = None
     tool_calls: list[msgspec.Raw] = []
+    tool_results: list[_ResultBrief] = []
     errors: dict[str, int] = {}
 
 
@@ -339,6 +348,8 @@ class EpisodeIndex(JsonlFile):
         }
         self._arrays: dict[str, np.ndarray] | None = None
         self._search: tuple[str, int, np.ndarray] | None = None
+        self._tools = ToolTally()
+        self._tool_stats: tuple[int, dict[str, ToolStats]] = (0, {})
 
     def _code(self, table: list[str], kind: int, value: str) -> int:
         code = self._codes.get((kind, value))
@@ -381,7 +392,16 @@ class EpisodeIndex(JsonlFile):
             tool_calls.append(summary.tool_calls)
             parse_errors.append(summary.parse_errors)
             self.episode_ids.append(episode_id)
+            self._tools.add(steps)
         self._arrays = None
+
+    def tool_stats(self) -> dict[str, ToolStats]:
+        """Each tool's calls per episode, error and timeout rates and latency over the file's episodes (the
+        last answer kept while the file has not grown)."""
+        with self._lock:
+            if self._tool_stats[0] != len(self):
+                self._tool_stats = (len(self), self._tools.stats())
+            return self._tool_stats[1]
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The columns as numpy arrays (rebuilt after the file grew)."""

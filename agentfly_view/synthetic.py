@@ -50,7 +50,7 @@ def synthetic_trajectory(number: int, per_step: int, rng: random.Random) -> Traj
                     terminated=False,
                     truncated=False,
                     tool_calls=[call],
-                    tool_results=[ToolResult("calculator", str(a * b))],
+                    tool_results=[ToolResult("calculator", str(a * b), duration_s=(1 + number % 4) / 1000)],
                 )
             )
         else:

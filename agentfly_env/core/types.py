@@ -49,21 +49,59 @@ class ParseResult(msgspec.Struct, frozen=True):
     errors: list[ParseError] = msgspec.field(default_factory=list)
 
 
+#: What went wrong in a call that failed (:attr:`ToolResult.error`).
+ToolError = Literal["unknown_tool", "invalid_arguments", "tool_error", "timeout", "resource_broken"]
+#: How a tool call went, for per-tool metrics (:func:`tool_status`).
+ToolStatus = Literal["ok", "error", "timeout", "invalid_arguments", "unknown_tool"]
+
+
+def tool_status(error: str | None) -> ToolStatus:
+    """A call's status from its :attr:`ToolResult.error`: the one place it is derived, so it is never stored
+    twice. A tool that raised and a broken resource are both ``error``: the tool failed, not the model.
+
+    Example:
+        >>> tool_status(None), tool_status("resource_broken"), tool_status("timeout")
+        ('ok', 'error', 'timeout')
+    """
+    if error is None:
+        return "ok"
+    if error in ("timeout", "invalid_arguments", "unknown_tool"):
+        return error  # type: ignore[return-value]
+    return "error"
+
+
 class ToolResult(msgspec.Struct, omit_defaults=True):
     """The outcome of running one tool call.
 
-    It holds no timing, so the results of a seeded rollout compare equal; step latency is on :class:`Step`.
-
     ``error`` is set (and ``output`` holds the model-facing explanation) when the call failed:
     unknown tool, bad arguments, an exception in the tool, a timeout, or a broken leased resource
-    (``resource_broken``: the pool replaces it).
+    (``resource_broken``: the pool replaces it); :attr:`status` says it in a word.
+
+    ``duration_s`` is the call's wall time, as the env that ran it measured it (lease, cache and tool
+    included). It travels with the result (to drivers, over the wire, into trajectory files) but is left out
+    of ``==``, so the results, and so the steps, of a seeded rollout still compare equal.
     """
 
     name: str
     output: str
-    error: Literal["unknown_tool", "invalid_arguments", "tool_error", "timeout", "resource_broken"] | None = None
+    error: ToolError | None = None
     call_id: str | None = None
     cached: bool = False
+    duration_s: float = 0.0
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ToolResult:
+            return NotImplemented
+        return all(getattr(self, field) == getattr(other, field) for field in _COMPARED_RESULT_FIELDS)
+
+    @property
+    def status(self) -> ToolStatus:
+        """``ok``, ``error``, ``timeout``, ``invalid_arguments`` or ``unknown_tool`` (:func:`tool_status`)."""
+        return tool_status(self.error)
+
+
+#: Everything but the timing: what makes two results equal.
+_COMPARED_RESULT_FIELDS = tuple(field for field in ToolResult.__struct_fields__ if field != "duration_s")
 
 
 class Message(msgspec.Struct, omit_defaults=True):
@@ -111,8 +149,8 @@ class Step(msgspec.Struct, kw_only=True, omit_defaults=True):
         reward_components: The named parts of this step's reward.
         truncation_reason: Why the episode was cut (``max_turns``, a backend failure), when it was.
 
-    It holds no timing, so the steps of a seeded rollout compare equal (wall times are on the
-    :class:`Trajectory`).
+    Its one timing, each tool result's ``duration_s``, is left out of ``==``, so the steps of a seeded rollout
+    compare equal (step wall times are on the :class:`Trajectory`).
 
     Example:
         >>> Step(observation="4", reward=1.0, terminated=True, success=True).truncated
@@ -260,3 +298,106 @@ def summarize(summaries: Iterable[EpisodeSummary]) -> dict[str, float]:
         "errors_per_episode": sum(s.errors for s in played) / count,
         "truncated_rate": sum(s.truncated for s in played) / count,
     }
+
+
+class ToolStats(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool's calls over many episodes (:class:`ToolTally`).
+
+    Attributes:
+        calls: Calls run, over all the episodes.
+        calls_per_episode: ``calls`` per episode (every episode counts, those that never called it too).
+        error_rate: The share of its calls that did not return ``ok`` (:func:`tool_status`; timeouts included).
+        timeout_rate: The share that timed out.
+        latency_ms_p50: The median of its calls' wall times (:attr:`ToolResult.duration_s`), in milliseconds.
+        latency_ms_p95: Their 95th percentile (both interpolated between ranks, as ``numpy.percentile``).
+    """
+
+    calls: int
+    calls_per_episode: float
+    error_rate: float
+    timeout_rate: float
+    latency_ms_p50: float
+    latency_ms_p95: float
+
+
+#: The :class:`ToolStats` fields reported as metrics, ``tool/<name>/<field>`` (:func:`tool_metrics`).
+TOOL_METRICS = ("calls_per_episode", "error_rate", "timeout_rate", "latency_ms_p50", "latency_ms_p95")
+
+
+class ToolTally:
+    """Per-tool counts and wall times, gathered episode by episode (the viewer adds a run's as it indexes them).
+
+    Example:
+        >>> tally = ToolTally()
+        >>> tally.add([Step(observation="", reward=0.0, tool_results=[ToolResult("f", "", "timeout", duration_s=0.5)])])
+        >>> tally.add([])
+        >>> tally.stats()["f"].calls_per_episode, tally.stats()["f"].timeout_rate, tally.stats()["f"].latency_ms_p50
+        (0.5, 1.0, 500.0)
+    """
+
+    def __init__(self) -> None:
+        self.episodes = 0
+        self._failed: dict[str, int] = {}
+        self._timeouts: dict[str, int] = {}
+        self._seconds: dict[str, list[float]] = {}
+
+    def add(self, steps: Iterable[Any]) -> None:
+        """Count one episode's steps: :class:`Step` records, or partial decodes with ``tool_results`` that have
+        ``name``, ``error`` and ``duration_s``."""
+        self.episodes += 1
+        for step in steps:
+            for result in step.tool_results:
+                name = result.name
+                seconds = self._seconds.get(name)
+                if seconds is None:
+                    seconds = self._seconds[name] = []
+                    self._failed[name] = self._timeouts[name] = 0
+                seconds.append(result.duration_s)
+                if result.error is not None:
+                    self._failed[name] += 1
+                    self._timeouts[name] += tool_status(result.error) == "timeout"
+
+    def stats(self) -> dict[str, ToolStats]:
+        """Each tool's :class:`ToolStats`, by name, sorted."""
+        out = {}
+        for name in sorted(self._seconds):
+            seconds = sorted(self._seconds[name])
+            calls = len(seconds)
+            out[name] = ToolStats(
+                calls=calls,
+                calls_per_episode=calls / max(self.episodes, 1),
+                error_rate=self._failed[name] / calls,
+                timeout_rate=self._timeouts[name] / calls,
+                latency_ms_p50=1000 * _percentile(seconds, 0.50),
+                latency_ms_p95=1000 * _percentile(seconds, 0.95),
+            )
+        return out
+
+
+def _percentile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of sorted values, interpolated between the ranks around it (numpy's default)."""
+    rank = q * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def tool_stats(episodes: Iterable[Iterable[Any]]) -> dict[str, ToolStats]:
+    """Per tool, over episodes given as their steps: calls per episode, error and timeout rates, latency p50 and
+    p95 (:class:`ToolStats`). The one computation behind every report of them: the trainer's metrics, eval's
+    summary, ``agentfly-play``'s table and the viewer."""
+    tally = ToolTally()
+    for steps in episodes:
+        tally.add(steps)
+    return tally.stats()
+
+
+def tool_metrics(stats: Mapping[str, ToolStats]) -> dict[str, float]:
+    """``stats`` as flat scalars, ``tool/<name>/<field>`` (:data:`TOOL_METRICS`), for metrics files and TensorBoard.
+
+    Example:
+        >>> step = Step(observation="", reward=0.0, tool_results=[ToolResult("f", "", duration_s=0.002)])
+        >>> tool_metrics(tool_stats([[step]]))["tool/f/latency_ms_p95"]
+        2.0
+    """
+    return {f"tool/{name}/{field}": getattr(one, field) for name, one in stats.items() for field in TOOL_METRICS}

@@ -30,7 +30,7 @@ from agentfly_env.core.env import AgentEnv
 from agentfly_env.core.episode import aplay_episode
 from agentfly_env.core.policies import expert_action, random_action
 from agentfly_env.core.recording import TrajectoryWriter
-from agentfly_env.core.types import EpisodeSummary, summarize
+from agentfly_env.core.types import TOOL_METRICS, EpisodeSummary, ToolTally, summarize
 from agentfly_env.extras import MissingExtraError
 from agentfly_env.registration import registered_ids
 
@@ -62,18 +62,21 @@ async def play_episodes(
     writer: TrajectoryWriter | None = None,
     on_episode: Any = None,
     env_kwargs: dict[str, Any] | None = None,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Play ``episodes`` episodes, ``concurrency`` at a time, and return their summary
-    (:func:`~agentfly_env.core.types.summarize`'s means, the truncated count and episodes per second)."""
+    (:func:`~agentfly_env.core.types.summarize`'s means, the truncated count, episodes per second and, under
+    ``tools``, each tool's :class:`~agentfly_env.core.types.ToolStats`)."""
     policy_fn = expert_action if policy == "expert" else random_action
     envs: list[AgentEnv] = [gym.make(env_id, **(env_kwargs or {})).unwrapped for _ in range(min(concurrency, episodes))]
     queue = iter(range(episodes))
     summaries: list[EpisodeSummary] = []
+    tools = ToolTally()
 
     async def worker(env: AgentEnv) -> None:
         for episode in queue:  # the shared iterator hands each episode to exactly one worker
             trajectory = await aplay_episode(env, policy_fn, seed=seed + episode)
             summaries.append(trajectory.summary())
+            tools.add(trajectory.steps)
             if writer is not None:
                 writer.write(trajectory)
             if on_episode is not None:
@@ -88,6 +91,7 @@ async def play_episodes(
         **summarize(summaries),
         "truncated": sum(summary.truncated for summary in summaries),
         "episodes_per_s": len(summaries) / (time.perf_counter() - started),
+        "tools": tools.stats(),
     }
 
 
@@ -112,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     env_ids = [env_id for env_id, reason in reasons.items() if reason is None]
 
     console = Console(width=None if sys.stdout.isatty() else 120)  # logs are not 80 columns wide
-    summaries: dict[str, dict[str, float]] = {}
+    summaries: dict[str, dict[str, Any]] = {}
     with (
         TrajectoryWriter(args.out) as writer,
         Progress(
@@ -149,10 +153,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     for env_id, summary in summaries.items():
         table.add_row(env_id, *(f"{summary[column]:.{1 if column == 'episodes_per_s' else 2}f}" for column in columns))
     console.print(table)
+    console.print(tool_table(summaries))
     for env_id, reason in skipped.items():
         console.print(f"skipped {env_id}: {reason}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"trajectories: {args.out}")
     return 0
+
+
+def tool_table(summaries: dict[str, dict[str, Any]]) -> Table:
+    """Each env's tools, a row each: :data:`~agentfly_env.core.types.TOOL_METRICS` of its episodes."""
+    table = Table(title="per tool (calls per episode, error and timeout rates, latency in ms)")
+    table.add_column("env", no_wrap=True)
+    table.add_column("tool", no_wrap=True)
+    for header in ("calls", "errors", "timeouts", "p50 ms", "p95 ms"):
+        table.add_column(header, justify="right")
+    for env_id, summary in summaries.items():
+        for name, stats in summary["tools"].items():
+            table.add_row(
+                env_id, name, *(f"{getattr(stats, field):.{3 if 'latency' in field else 2}f}" for field in TOOL_METRICS)
+            )
+    return table
 
 
 if __name__ == "__main__":

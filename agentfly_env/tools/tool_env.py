@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -307,6 +308,13 @@ class ToolEnv(AgentEnv):
         return list(await asyncio.gather(*(self._run_call(call, turn) for call in calls)))
 
     async def _run_call(self, call: ToolCall, turn: TurnReport) -> ToolResult:
+        """Run one call and time it (``ToolResult.duration_s``): one clock read each side, for per-tool metrics."""
+        started = time.perf_counter()
+        result = await self._call_tool(call, turn)
+        result.duration_s = time.perf_counter() - started
+        return result
+
+    async def _call_tool(self, call: ToolCall, turn: TurnReport) -> ToolResult:
         # A `finish` call gets here only when it could not be read as an answer: running it reports
         # what is wrong with its arguments, as for any tool.
         chosen = self.tools.get(call.name)

@@ -246,6 +246,9 @@ async function showEpisodes(params, ticket) {
   for (const [id, name] of [["f-min", "min_reward"], ["f-max", "max_reward"], ["f-step", "step"], ["f-q", "q"]]) {
     document.getElementById(id).value = params[name] || "";
   }
+  const tools = await answer(ticket, "/api/tools", { run: run.id, source });
+  if (!tools) return;
+  renderTools(tools);
   const status = page.status;
   const skipped = status.corrupt ? `; ${status.corrupt} corrupt line${status.corrupt > 1 ? "s" : ""} skipped` : "";
   const progress = status.indexing ? ` Indexing the file: ${Math.floor((100 * status.indexed_bytes) / status.bytes)}% read, the list grows.` : "";
@@ -272,6 +275,32 @@ async function showEpisodes(params, ticket) {
   next.onclick = () => go("episodes", { ...query, limit: "", offset: offset + PAGE });
 }
 
+// The file's tools, a row each: how often the model calls it, how often it fails or times out, how slow it is.
+function renderTools(tools) {
+  const panel = document.getElementById("tool-panel");
+  const names = Object.keys(tools.tools);
+  if (!names.length) {
+    fill(panel);
+    return;
+  }
+  const pct = (rate) => `${(100 * rate).toFixed(1)}%`;
+  fill(panel,
+    el("h3", { text: `Tools (${tools.episodes} episodes)` }),
+    el("table", { id: "tool-table", class: "episodes" },
+      el("thead", {}, el("tr", {}, ["tool", "calls", "calls per episode", "errors", "timeouts", "latency p50", "latency p95"].map((text) => el("th", { text })))),
+      el("tbody", {}, names.map((name) => {
+        const t = tools.tools[name];
+        return el("tr", { "data-tool": name },
+          el("td", { text: name }),
+          el("td", { text: t.calls }),
+          el("td", { text: t.calls_per_episode.toFixed(2) }),
+          el("td", { class: t.error_rate ? "failed" : null, text: pct(t.error_rate) }),
+          el("td", { class: t.timeout_rate ? "failed" : null, text: pct(t.timeout_rate) }),
+          el("td", { text: `${t.latency_ms_p50.toFixed(2)} ms` }),
+          el("td", { text: `${t.latency_ms_p95.toFixed(2)} ms` }));
+      }))));
+}
+
 function submitFilters(event) {
   event.preventDefault();
   const form = new FormData(event.target);
@@ -296,7 +325,7 @@ function renderTurn(step, number, latency) {
     (step.tool_calls || []).map((call) =>
       section(`tool call: ${call.name}`, typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments, null, 2), "call")),
     (step.tool_results || []).map((result) =>
-      section(`result: ${result.name}${result.error ? ` (${result.error})` : ""}${result.cached ? " (cached)" : ""}`, result.output, result.error ? "result error" : "result")),
+      section(`result: ${result.name}${result.error ? ` (${result.error})` : ""}${result.cached ? " (cached)" : ""}${result.duration_s !== undefined ? ` · ${fmt(result.duration_s * 1000, 2)} ms` : ""}`, result.output, result.error ? "result error" : "result")),
     (step.parse_errors || []).map((error) =>
       section("parse error", error.message + (error.snippet ? `\n\n${error.snippet}` : ""), "parse-error")),
     errors.length ? el("div", { class: "kv", text: "errors: " + errors.map(([k, v]) => `${k} ${v}`).join(", ") }) : null,

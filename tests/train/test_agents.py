@@ -24,6 +24,7 @@ from serving import REPO_ROOT
 from test_train_rollout import tiny_model
 
 from agentfly_env.core.aio import run_sync
+from agentfly_env.core.types import TOOL_METRICS
 from agentfly_env.resources.distributed import make_env_pool
 from agentfly_train import algorithms
 from agentfly_train.agents import AgentCommand, AgentProgram, AgentRollout, AgentTask, gateway_for
@@ -32,7 +33,7 @@ from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config, ConfigError
 from agentfly_train.evaluate import evaluate
 from agentfly_train.generation.scripted import ScriptedGenerator
-from agentfly_train.metrics import per_env_metrics, read_metrics
+from agentfly_train.metrics import episode_metrics, per_env_metrics, read_metrics
 from agentfly_train.run_files import METRICS_FILE, TOKENS_FILE
 from agentfly_train.tokens_log import TokenRecord
 
@@ -297,6 +298,28 @@ def test_a_training_step_and_an_evaluation_of_a_program(tokenizer, tmp_path):
     assert json.loads((tmp_path / "run" / "eval" / "summary.json").read_text())["episodes"] == 4
 
 
+def test_a_training_step_and_an_evaluation_report_each_tool_a_program_called(tokenizer, tmp_path):
+    """Per-tool metrics of a program's MCP tool calls: in metrics.jsonl (and so TensorBoard) and eval's summary.json."""
+    torch.set_num_threads(1)
+    config = calculator_config(tmp_path / "run", program=f"{MCP_PROGRAM}:solve", tools=True)
+    config.env = msgspec.structs.replace(config.env, options=MCP_OPTIONS)
+    config.train = msgspec.structs.replace(config.train, steps=1)
+    config.sft = msgspec.structs.replace(config.sft, expert_episodes=0)
+    config.rollout = msgspec.structs.replace(config.rollout, max_new_tokens=8, generator="transformers")
+    trainer = LocalTrainer(copy.deepcopy(config), model=tiny_model(tokenizer), tokenizer=tokenizer)
+    trainer.fit()
+    [metrics] = read_metrics(tmp_path / "run" / METRICS_FILE)
+    keys = {f"tool/calculator/{field}" for field in TOOL_METRICS}
+    assert keys <= set(metrics), sorted(metrics)
+    assert metrics["tool/calculator/calls_per_episode"] == 1.0  # one call in each of the step's 4 episodes
+    assert metrics["tool/calculator/error_rate"] == metrics["tool/calculator/timeout_rate"] == 0.0
+    assert 0 < metrics["tool/calculator/latency_ms_p50"] <= metrics["tool/calculator/latency_ms_p95"]
+
+    evaluate(config, model=trainer.policy, tokenizer=tokenizer)
+    summary = json.loads((tmp_path / "run" / "eval" / "summary.json").read_text())
+    assert keys <= set(summary) and summary["tool/calculator/calls_per_episode"] == 1.0
+
+
 def test_the_warm_start_learns_from_the_programs_own_episodes_against_its_expert(tokenizer, tmp_path):
     from agentfly_train.sft import warm_start
 
@@ -309,23 +332,19 @@ def test_the_warm_start_learns_from_the_programs_own_episodes_against_its_expert
     assert 30 < result.action_tokens / result.episodes < 60
 
 
+#: A program that calls its episode's env tools over MCP.
+MCP_PROGRAM = f"{REPO_ROOT}/tests/train/_mcp_calculator_program.py"
+#: The agent-calculator preset's env with its calculator tool, which :data:`MCP_PROGRAM` calls.
+MCP_OPTIONS = {**Config.load("agent-calculator").env.options, "tools": ["calculator"]}
+
+
 @pytest.mark.parametrize("where", ["local", "ray", "mix"])
 def test_a_program_uses_the_envs_own_tools_over_mcp(tokenizer, tmp_path, where, request):
     """``task.tools_url`` serves the episode's env tools: each call is a step of the episode the trainer recorded,
-    wherever the env runs: in this process, in a Ray actor, as a mixture's component."""
-    from mcp import Client
+    with its status and wall time, wherever the env runs: in this process, in a Ray actor, as a mixture's component."""
+    import _mcp_calculator_program
 
-    async def program(task, llm):
-        expression = task.prompt.removeprefix("Calculate ").rstrip(".")
-        async with Client(task.tools_url) as tools:
-            listed = [tool.name for tool in (await tools.list_tools()).tools]
-            result = await tools.call_tool("calculator", {"expression": expression})
-        client = openai.AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key, max_retries=0)
-        await client.chat.completions.create(model=llm.model, messages=[{"role": "user", "content": task.prompt}])
-        assert listed == ["calculator"]
-        return result.content[0].text
-
-    options = {**Config.load("agent-calculator").env.options, "tools": ["calculator"]}
+    options = MCP_OPTIONS
     if where == "ray":
         request.getfixturevalue("ray_cluster")
         envs = make_env_pool("AgentFly/Math-v0", options, backend="ray", size=2, ray_options={"num_cpus": 0})
@@ -335,7 +354,8 @@ def test_a_program_uses_the_envs_own_tools_over_mcp(tokenizer, tmp_path, where, 
     else:
         envs = make_env_pool("AgentFly/Math-v0", options, size=2)
     try:
-        rollout = scripted_rollout(envs, tokenizer, AgentProgram(program, "mcp"), tmp_path, tools=True)
+        program = AgentProgram(_mcp_calculator_program.solve, "mcp")
+        rollout = scripted_rollout(envs, tokenizer, program, tmp_path, tools=True)
         rollout.config = msgspec.structs.replace(rollout.config, samples_per_prompt=1)
         episodes = rollout.run([3, 4], sample_seed=0).episodes
     finally:
@@ -346,6 +366,11 @@ def test_a_program_uses_the_envs_own_tools_over_mcp(tokenizer, tmp_path, where, 
         assert called.tool_calls[0].name == "calculator" and called.observation == episode.trajectory.task["answer"]
         assert answered.action == f"<answer>{episode.trajectory.task['answer']}</answer>"
         assert episode.summary.tool_calls == 1 and episode.tool_calls == 0  # the program called it, not the model
+        [result] = called.tool_results
+        assert result.status == "ok" and result.duration_s > 0
+    metrics = episode_metrics(episodes)
+    assert metrics["tool/calculator/calls_per_episode"] == 1.0 and metrics["tool/calculator/error_rate"] == 0.0
+    assert 0 < metrics["tool/calculator/latency_ms_p50"] <= metrics["tool/calculator/latency_ms_p95"]
 
 
 COMMAND = f"{sys.executable} {REPO_ROOT}/examples/calculator_agent_command.py"

@@ -8,11 +8,13 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
+from agentfly_env.core.recording import read_trajectories
 from agentfly_train.cli import _print_summary
-from agentfly_train.run_files import TOKENS_FILE
+from agentfly_train.run_files import TOKENS_FILE, TRAJECTORIES_FILE
 from agentfly_view.app import create_app
 from agentfly_view.cli import find_runs, main
 from agentfly_view.runs import RunDir
@@ -50,6 +52,24 @@ def test_one_episode_comes_whole_with_its_tokens(client):
     assert trajectory["steps"][0]["tool_calls"][0]["name"] == "calculator"
     assert len(tokens["pieces"]) == len(tokens["mask"]) == len(tokens["logprobs"]) == len(tokens["token_ids"])
     assert all((lp is None) == (bit == 0) for lp, bit in zip(tokens["logprobs"], tokens["mask"], strict=True))
+
+
+def test_the_tools_of_a_file_come_with_their_rates_and_latency(client, synthetic_run):
+    """The per-tool panel's numbers: every calculator call of the synthetic run, its wall times as written."""
+    answer = client.get("/api/tools", params={"run": 0, "source": "."}).json()
+    written = list(read_trajectories(synthetic_run / TRAJECTORIES_FILE))
+    milliseconds = [1000 * r.duration_s for t in written for s in t.steps for r in s.tool_results]
+    assert answer["episodes"] == len(written) == 64 and list(answer["tools"]) == ["calculator"]
+    assert answer["tools"]["calculator"] == {
+        "calls": len(milliseconds),
+        "calls_per_episode": len(milliseconds) / 64,
+        "error_rate": 0.0,
+        "timeout_rate": 0.0,
+        "latency_ms_p50": pytest.approx(np.percentile(milliseconds, 50)),
+        "latency_ms_p95": pytest.approx(np.percentile(milliseconds, 95)),
+    }
+    assert {1.0, 4.0} <= set(np.round(milliseconds, 6))  # the synthetic calls take 1 to 4 ms
+    assert client.get("/api/tools", params={"run": 0, "source": "elsewhere"}).status_code == 404
 
 
 def test_an_agent_programs_episode_comes_in_rows_with_its_mismatch_marked(tmp_path):

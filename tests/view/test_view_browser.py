@@ -1,9 +1,10 @@
 """The viewer end to end in a real headless browser (Debian's chromium through selenium): a real training
 run's failed episodes filtered, one opened, its tokens coloured by exactly the mask the trainer trained
 with; an agent program's episode row by row, its prefix mismatch marked; curves of two runs overlaid;
-damaged lines counted on the page; a growing run refreshed live.
+damaged lines counted on the page; a growing run refreshed live; each tool's calls, failures and latency.
 
-The episode page's screenshot is saved in the test's tmp dir and copied to runs/view-screenshot.png.
+The episode page's screenshot is saved in the test's tmp dir and copied to runs/view-screenshot.png, the
+per-tool panel's to runs/view-tools-screenshot.png.
 """
 
 from __future__ import annotations
@@ -12,15 +13,20 @@ import json
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from agentfly_env.core.recording import read_trajectories
+from agentfly_env.core.types import tool_stats
+from agentfly_train.run_files import TRAJECTORIES_FILE
 from agentfly_view.app import create_app, serve_in_thread
 from agentfly_view.runs import RunDir
 from agentfly_view.synthetic import write_synthetic_run
 
 SCREENSHOT_COPY = Path(__file__).parents[2] / "runs" / "view-screenshot.png"
+TOOLS_SCREENSHOT_COPY = SCREENSHOT_COPY.with_name("view-tools-screenshot.png")
 
 
 def wait(browser, condition, timeout: float = 30):
@@ -95,6 +101,40 @@ def test_curves_overlay_two_runs_and_the_page_counts_damaged_lines(browser, trai
         assert "synthetic AgentFly/Search-v0" in legend  # a mixed run: one curve per env
         notices = browser.find_element(By.ID, "notices").text
         assert "synthetic: 1 corrupt line skipped in trajectories.jsonl" in notices
+
+
+def test_the_episode_list_shows_each_tools_calls_failures_and_latency(browser, synthetic_run, tmp_path):
+    """The per-tool panel over a run's file, some calculator calls made to time out or fail; its screenshot is
+    copied to runs/view-tools-screenshot.png."""
+    path = synthetic_run / TRAJECTORIES_FILE
+    written = list(read_trajectories(path))
+    for number, trajectory in enumerate(written):
+        for result in (r for step in trajectory.steps for r in step.tool_results):
+            if number % 5 == 0:
+                result.error, result.duration_s = "timeout", 0.05
+            elif number % 7 == 0:
+                result.error = "tool_error"
+    path.write_bytes(b"".join(msgspec.json.encode(trajectory) + b"\n" for trajectory in written))
+    expected = tool_stats(t.steps for t in written)["calculator"]
+    assert 0 < expected.timeout_rate < expected.error_rate < 1
+    with serve_in_thread(create_app([RunDir(synthetic_run)])) as url:
+        browser.get(f"{url}/#/episodes")
+        row = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#tool-table tbody tr[data-tool='calculator']"))
+        cells = [cell.text for cell in row[0].find_elements(By.TAG_NAME, "td")]
+        assert cells == [
+            "calculator",
+            str(expected.calls),
+            f"{expected.calls_per_episode:.2f}",
+            f"{100 * expected.error_rate:.1f}%",
+            f"{100 * expected.timeout_rate:.1f}%",
+            f"{expected.latency_ms_p50:.2f} ms",
+            f"{expected.latency_ms_p95:.2f} ms",
+        ]
+        assert browser.find_element(By.CSS_SELECTOR, "#tool-panel h3").text == "Tools (64 episodes)"
+        screenshot = tmp_path / "view-tools.png"
+        assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
+        TOOLS_SCREENSHOT_COPY.parent.mkdir(exist_ok=True)
+        shutil.copyfile(screenshot, TOOLS_SCREENSHOT_COPY)
 
 
 def test_a_growing_run_refreshes_live(browser, synthetic_run):
