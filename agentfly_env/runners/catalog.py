@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -142,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
 
+    if args.__dict__.get("modules") and "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a module of the working directory, as `python -m` finds one
     for module in getattr(args, "modules", []):
         try:
             importlib.import_module(module)

@@ -9,6 +9,9 @@ reads every manifest) are checked in tests/envs/test_catalog.py: these tests sta
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import msgspec
@@ -109,6 +112,18 @@ def test_validate_exit_codes_and_json(capsys):
     report = msgspec.json.decode(capsys.readouterr().out, type=Report)
     assert report.env_id == "CatalogTest/HalfPay-v0" and not report.passed
     assert report.levels[2].checks[0].detail == "the expert's return stays below the maximum 1 on seed 0: 0.5"
+
+
+def test_the_console_script_imports_a_module_of_the_working_directory(tmp_path):
+    """``agentfly-env validate ID --import my_envs`` in a user's project folder finds ``my_envs.py`` there, as
+    ``python -m`` would (a console script's path does not hold the working directory)."""
+    plugins = Path(catalog_plugins.__file__).parent
+    (tmp_path / "my_envs.py").write_text(f"import sys\nsys.path.insert(0, {str(plugins)!r})\nimport catalog_plugins\n")
+    script = Path(sys.executable).with_name("agentfly-env")
+    argv = [str(script), "validate", "CatalogTest/Shout-v0", "--import", "my_envs", "--episodes", "1"]
+    ran = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:] + ran.stdout[-2000:]
+    assert ran.stdout.splitlines()[-1].startswith("PASS: every level passes")
 
 
 @pytest.mark.parametrize(
