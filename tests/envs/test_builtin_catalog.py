@@ -125,7 +125,9 @@ def test_list_says_which_extra_an_env_needs_when_it_is_missing(tmp_path, monkeyp
     problem = "CatalogTest/NeedsExtra-v0 needs the 'engine' extra (no_such_engine_module is not installed): pip install 'agentfly-gym[engine]'"
     assert entry == CatalogEntry(id=entry.id, manifest=False, extra="engine", installed=False, problem=problem)
     assert main(["list"]) == 0
-    assert f"CatalogTest/NeedsExtra-v0  ({problem})" in capsys.readouterr().out.splitlines()
+    # The id column is as wide as the longest registered id (other tests may have registered more).
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("CatalogTest/NeedsExtra-v0 ")]
+    assert line.split(maxsplit=1) == ["CatalogTest/NeedsExtra-v0", f"({problem})"]
 
 
 def test_describe_math_shows_its_manifest_and_an_expert_episode(capsys):
