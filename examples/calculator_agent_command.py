@@ -20,4 +20,5 @@ if __name__ == "__main__":
     llm = SimpleNamespace(
         base_url=os.environ["OPENAI_BASE_URL"], api_key=os.environ["OPENAI_API_KEY"], model=os.environ["OPENAI_MODEL"]
     )
-    print(solve(task, llm))
+    answer = (solve(task, llm) or "").strip()
+    print(answer or "(no answer)")  # a reply with no text is a wrong answer (the env scores it), not a failed episode
