@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import importlib
@@ -240,6 +241,7 @@ class AgentCommand:
             )
         except OSError as error:
             raise AgentProgramError(f"{self.name} could not start: {error}") from None
+        _LIVE_GROUPS.add(process.pid)
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None
         reading = asyncio.gather(_tail(process.stdout), _tail(process.stderr), _feed(process.stdin, task.prompt))
         try:
@@ -253,6 +255,7 @@ class AgentCommand:
             raise AgentProgramError(f"{self.name} ran past its time limit of {timeout_s:g} s") from None
         finally:
             _kill_group(process)  # what it left running in the background goes too
+            _LIVE_GROUPS.discard(process.pid)
         said = _last_lines(stderr)
         if code != 0:
             raise AgentProgramError(f"{self.name} exited with code {code}" + (f"; stderr ends: {said}" if said else ""))
@@ -288,6 +291,18 @@ async def _feed(stdin: asyncio.StreamWriter, text: str) -> None:
 def _kill_group(process: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+#: The process groups of the agent commands running now. Each is a group of its own (so its time limit kills all
+#: it started), which a signal to the trainer's group does not reach: they are killed when the trainer exits.
+_LIVE_GROUPS: set[int] = set()
+
+
+@atexit.register
+def _kill_live_groups() -> None:
+    for group in list(_LIVE_GROUPS):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
 
 
 def _last_lines(output: bytes, count: int = 5) -> str:

@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -196,6 +198,22 @@ def _literal(value: Any) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``agentfly-train``. A terminated run (SIGTERM) exits as an interrupted one does, so its cleanup runs: its
+    agent commands' process groups, its engines, its env actors."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may take a signal
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _exit_on_signal)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_signal(number: int, frame: Any) -> None:
+    raise SystemExit(128 + number)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and argv[0] in COMMANDS else "train"
     parser = build_parser(command)

@@ -12,8 +12,11 @@ import asyncio
 import copy
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -441,6 +444,56 @@ def test_an_agent_command_gets_its_endpoints_and_task_and_fails_with_the_reason(
     rollout.config = msgspec.structs.replace(rollout.config, samples_per_prompt=1)
     [episode] = rollout.run([4], sample_seed=0).episodes
     assert episode.failure.startswith("no-such-agent-binary --flag could not start")
+
+
+def test_a_terminated_run_leaves_no_agent_command_running(tmp_path, smollm2_dir):
+    """Each agent command runs in a process group of its own, which a signal to the trainer does not reach:
+    ``agentfly-train`` killed with SIGTERM kills them on its way out."""
+    pid_file = tmp_path / "agent.pid"
+    script = write_script(
+        tmp_path,
+        "sleeper.py",
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n",
+    )
+    argv = [
+        str(Path(sys.executable).with_name("agentfly-train")),
+        "eval",
+        "--config",
+        "agent-calculator",
+        "--agent-command",
+        script,
+        "--episodes",
+        "1",
+        "--set",
+        'rollout.generator="transformers"',
+        "--out",
+        str(tmp_path / "run"),
+    ]
+    environment = {**os.environ, "AGENTFLY_MODEL_CACHE": str(Path(smollm2_dir).parent)}
+    trainer = subprocess.Popen(argv, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 600  # the model loads first, however slowly a loaded machine does it
+        while not pid_file.exists() or not pid_file.read_text():
+            assert trainer.poll() is None and time.monotonic() < deadline, trainer.stderr.read().decode()[-2000:]
+            time.sleep(0.2)
+        agent = int(pid_file.read_text())
+        trainer.send_signal(signal.SIGTERM)
+        assert trainer.wait(timeout=120) == 128 + signal.SIGTERM
+    finally:
+        trainer.kill()
+    deadline = time.monotonic() + 60
+    while _running(agent):
+        assert time.monotonic() < deadline, f"agent command {agent} outlived its trainer"
+        time.sleep(0.1)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, killed and waiting for its parent to reap it, is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
 
 
 def test_the_agent_command_flag_and_one_agent_at_a_time():
