@@ -97,6 +97,9 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
         reward: The reward's range, what it measures and when it is paid, and what success means.
         seeded: Whether a seed fixes the episode (same seed, same task, same observations).
         max_turns: The default turn budget.
+        expert_turns: The budget the expert is validated with when some of its tasks take longer than
+            ``max_turns`` (a benchmark whose task set keeps tasks past its own evaluation budget, as ALFWorld's
+            does); None: ``max_turns``.
         extra: The extra that installs the env's dependencies (``pip install 'DIST[extra]'``), None for none.
         distribution: The distribution whose extra that is (a plug-in names its own).
         data: The data sets (and models) it uses as registered, with size and licence.
@@ -118,6 +121,7 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     data: tuple[DataSpec, ...]
     parity: str | None
     expert: str | None
+    expert_turns: int | None = None
 
     @property
     def tool_names(self) -> tuple[str, ...]:

@@ -122,6 +122,7 @@ class _Subject:
         self.seeds = range(episodes)
         self._manifest: Manifest | CheckFailed | None = None
         self._env: gym.Env | Exception | None = None
+        self._expert_env: gym.Env | None = None
         self._episodes: dict[Policy, list[EpisodeSummary]] = {}
 
     @property
@@ -158,14 +159,27 @@ class _Subject:
         return play_episode(self.env, expert_action, seed=REFERENCE_SEED)
 
     def episodes(self, policy: Policy) -> list[EpisodeSummary]:
-        """What ``policy``'s episodes on the semantic level's seeds came to (played once, for every check)."""
+        """What ``policy``'s episodes on the semantic level's seeds came to (played once, for every check). The
+        expert plays with the manifest's ``expert_turns`` where it gives one, every other policy with the env's own
+        budget."""
         if policy not in self._episodes:
-            self._episodes[policy] = [play_episode(self.env, policy, seed=seed).summary() for seed in self.seeds]
+            env = self.expert_env if policy is expert_action else self.env
+            self._episodes[policy] = [play_episode(env, policy, seed=seed).summary() for seed in self.seeds]
         return self._episodes[policy]
 
+    @property
+    def expert_env(self) -> AgentEnv:
+        """The env the expert is validated on: the shared one, or one made with the manifest's ``expert_turns``."""
+        if self.manifest.expert_turns is None:
+            return self.env
+        if self._expert_env is None:
+            self._expert_env = _make(self.env_id, max_turns=self.manifest.expert_turns)
+        return self._expert_env.unwrapped  # type: ignore[return-value]
+
     def close(self) -> None:
-        if isinstance(self._env, gym.Env):
-            self._env.close()
+        for env in (self._env, self._expert_env):
+            if isinstance(env, gym.Env):
+                env.close()
 
 
 def validate(env_id: str, *, episodes: int = 3) -> Report:
@@ -222,10 +236,11 @@ def _load_manifest(env_id: str) -> Manifest:
     return manifest
 
 
-def _make(env_id: str) -> gym.Env:
-    """The env from its registration alone (the one way every check makes one)."""
+def _make(env_id: str, **overrides: Any) -> gym.Env:
+    """The env from its registration alone (the one way every check makes one), with ``overrides`` only where the
+    manifest asks (the expert's budget)."""
     try:
-        return gym.make(env_id)
+        return gym.make(env_id, **overrides)
     except (TypeError, ValueError) as error:
         raise CheckFailed(f"it cannot be made from its registration alone (it needs arguments): {error}") from error
 
@@ -262,6 +277,10 @@ def _manifest_complete(subject: _Subject) -> str:
         problems.append(f"the reward range {low}..{high} is not a finite interval")
     if manifest.max_turns < 1:
         problems.append(f"the turn budget is {manifest.max_turns}")
+    if manifest.expert_turns is not None and manifest.expert_turns <= manifest.max_turns:
+        problems.append(
+            f"the expert's budget {manifest.expert_turns} is not above the turn budget {manifest.max_turns}"
+        )
     if manifest.benchmark is not None and manifest.link is None:
         problems.append("the benchmark has no link")
     if manifest.link is not None:
@@ -559,7 +578,12 @@ def _expert_reaches_the_maximum(subject: _Subject) -> str:
     ]
     if short:
         raise CheckFailed(f"the expert's return stays below the maximum {best:g} on {', '.join(short)}")
-    return f"returns {_listed(episodes)} on seeds {_seeds(subject)} (maximum {best:g})"
+    reached = f"returns {_listed(episodes)} on seeds {_seeds(subject)} (maximum {best:g})"
+    manifest = subject.manifest
+    if manifest.expert_turns is None:
+        return reached
+    longest = max(episode.turns for episode in episodes)
+    return f"{reached} with the expert's budget of {manifest.expert_turns} turns (longest {longest}; the env's {manifest.max_turns})"
 
 
 def _doing_nothing_earns_less(subject: _Subject) -> str:

@@ -95,6 +95,16 @@ class RaisesOnMalformed(Shout):
         return await super()._step(action)
 
 
+class Dawdles(Shout):
+    """The expert shouts the word three times before it answers: four turns, one past the budget of three."""
+
+    def expert_action(self) -> str:
+        assert self.trajectory is not None
+        if len(self.trajectory.steps) < 3:
+            return self.parser.format_call(ToolCall("shout", {"word": self.task["answer"].lower()}))
+        return self.format_answer(self.task["answer"])
+
+
 MANIFEST = Manifest(
     id="CatalogTest/Shout-v0",
     family="shout",
@@ -131,6 +141,8 @@ PLUGINS = {
     "CatalogTest/RaisesOnMalformed-v0": (RaisesOnMalformed, manifest("CatalogTest/RaisesOnMalformed-v0")),
     "CatalogTest/WrongTools-v0": (Shout, manifest("CatalogTest/WrongTools-v0", tools=())),
     "CatalogTest/NoManifest-v0": (Shout, None),
+    "CatalogTest/Dawdles-v0": (Dawdles, manifest("CatalogTest/Dawdles-v0")),
+    "CatalogTest/DawdlesWithItsBudget-v0": (Dawdles, manifest("CatalogTest/DawdlesWithItsBudget-v0", expert_turns=4)),
     "CatalogTest/BadManifest-v0": (
         Shout,
         msgspec.structs.replace(
@@ -142,6 +154,7 @@ PLUGINS = {
             link="https://pypi.org/project/shout",
             extra="no-such-extra",
             max_turns=4,
+            expert_turns=4,
         ),
     ),
 }

@@ -71,6 +71,12 @@ def test_a_plugin_that_keeps_its_manifests_word_passes_every_level():
         ),
         ("CatalogTest/WrongTools-v0", "static", "tools", "the manifest lists tools [], the env offers ['shout']"),
         ("CatalogTest/NoManifest-v0", "static", "manifest", "no manifest: register the id with agentfly_env.register"),
+        (
+            "CatalogTest/Dawdles-v0",
+            "semantic",
+            "expert",
+            "the expert's return stays below the maximum 1 on seed 0: 0 (truncated: max_turns)",
+        ),
     ],
 )
 def test_each_broken_plugin_fails_at_its_level_for_its_fault(env_id, level, check, reason):
@@ -89,10 +95,22 @@ def test_a_manifest_that_misdescribes_its_env_fails_the_static_level_saying_each
         "its id is 'CatalogTest/Elsewhere-v0'",
         "empty: family",
         "the description is more than one line",
+        "the expert's budget 4 is not above the turn budget 4",
         "the link 'https://pypi.org/project/shout' is a package index, not the project's own page",
         f"agentfly-gym declares no extra 'no-such-extra' (it has {', '.join(declared_extras())})",
     ]
     assert static["turn budget"] == "the manifest says 4 turns, the env has 3"
+
+
+def test_an_expert_past_the_turn_budget_is_validated_with_the_budget_its_manifest_gives_it():
+    """The expert alone plays with ``expert_turns``: do-nothing and random keep the env's own three turns."""
+    report = validate("CatalogTest/DawdlesWithItsBudget-v0", episodes=2)
+    assert report.passed, failures(report)
+    semantic = {check.name: check.detail for check in report.levels[2].checks}
+    assert semantic["expert"] == (
+        "returns 1, 1 on seeds 0-1 (maximum 1) with the expert's budget of 4 turns (longest 4; the env's 3)"
+    )
+    assert semantic["do-nothing"] == "returns 0, 0, below 1"
 
 
 def test_a_reward_below_its_maximum_is_caught_only_where_it_is_paid():

@@ -21,17 +21,6 @@ from agentfly_envs import ENVS
 
 pytest.importorskip("starlette", reason="validate's serve round trip needs the serve extra")
 
-#: Registered ids that are known not to pass, and why (each is a finding about the env, not about validate).
-KNOWN_FAILURES = {
-    "AgentFly/ALFWorld-v0": (
-        "semantic",
-        "expert",
-        # Seed 0's generated game has a 51-command walkthrough, and the expert plays one command a turn in a
-        # 50-turn budget (pick-two walkthroughs run to 90 and more): it cannot win within the budget.
-        "the expert's return stays below the maximum 1 on seed 0: 0 (truncated: max_turns)",
-    ),
-}
-
 
 def failures(report) -> dict[str, dict[str, str]]:
     return {
@@ -44,10 +33,6 @@ def failures(report) -> dict[str, dict[str, str]]:
 @pytest.mark.parametrize("env_id", sorted(ENVS))
 def test_validate_passes_on_every_env_of_the_suite(env_id):
     report = validate(env_id, episodes=1)
-    if env_id in KNOWN_FAILURES:
-        level, check, reason = KNOWN_FAILURES[env_id]
-        assert failures(report) == {level: {check: reason}}
-        pytest.xfail(f"{env_id}: {reason}")
     assert report.passed, failures(report)
     assert [check.name for level in report.levels for check in level.checks if check.passed] == [
         "manifest",
