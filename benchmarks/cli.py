@@ -15,6 +15,7 @@ import gc
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -115,10 +116,44 @@ def main(argv: list[str] | None = None) -> int:
         gc.unfreeze()
 
 
+def machine() -> dict[str, Any]:
+    """What ran the suite: Python, the platform, the CPU's model name and its count of CPUs.
+
+    Example:
+        >>> sorted(machine())
+        ['cpu', 'cpus', 'platform', 'python']
+    """
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            cpu = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpu": cpu, "cpus": os.cpu_count()}
+
+
+def commit() -> str | None:
+    """The checkout's commit, ``+dirty`` when tracked files differ from it; None outside a git checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True)
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if changed.stdout.strip() else "")
+
+
 def run(args: argparse.Namespace) -> int:
     console = Console(width=None if sys.stdout.isatty() else 120)  # logs are not 80 columns wide
     results: dict[str, Any] = {
-        "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
+        "machine": machine(),
+        "commit": commit(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "args": {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()},
     }
