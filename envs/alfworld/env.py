@@ -11,7 +11,9 @@ game does not know get its own answer, "Nothing happens.", and are counted in
 ``action_mode="text"`` plays as ALFWorld's own ``step`` does: the whole turn is one game command
 (``go to fridge 1``), there are no tools and no final answer, and the budget is ALFWorld's 50 steps
 (``max_nb_steps_per_episode`` of its configs, as in ReAct), where in the default tool mode one turn may
-send several commands.
+send several commands. ``list_actions=True`` (text mode) ends every observation with the admissible
+commands, numbered, and takes a reply that is one's number as that command
+(:mod:`agentfly_env.tools.listed_actions`).
 
 A game engine is leased from the pool for the whole episode. One that dies or misses its deadline
 ends the episode as truncated (``info["step"].truncation_reason`` says why) and is replaced for the next.
@@ -41,6 +43,7 @@ from agentfly_env.core.manifest import DataSpec, Manifest, RewardSpec, tool_sche
 from agentfly_env.core.spaces import ToolCallSpace, ToolSpec
 from agentfly_env.core.types import ToolCall
 from agentfly_env.resources.pool import Lease
+from agentfly_env.tools.listed_actions import action_list, chosen_action
 from agentfly_env.tools.parsing import CommandParser
 from agentfly_env.tools.rewards import RewardResult, reward
 from agentfly_env.tools.tool import tool
@@ -73,6 +76,7 @@ TEXT_SYSTEM_PROMPT = (
     "<receptacle>, move <object> to <receptacle>, heat/cool/clean <object> with <receptacle>, use <object>, "
     "examine <something>, inventory, look. The episode ends as soon as the task is done."
 )
+LISTED_ACTIONS_PROMPT = "Each observation ends with the valid commands: reply with one of them, or its number."
 #: ALFWorld's step budget (``max_nb_steps_per_episode`` in its configs), the turn budget of the text mode.
 STEP_LIMIT = 50
 #: The handcoded expert's own step cap (``AlfredExpert``): the game set keeps every game it wins within it.
@@ -109,6 +113,11 @@ class ALFWorldEnv(ToolEnv):
         action_mode: ``"tools"`` (default): ``act`` and ``admissible_commands`` calls, several a turn if
             the model likes, and a final answer to give up; ``"text"``: the turn is one game command, as
             in ALFWorld itself (``parser`` does not apply).
+        list_actions: Text mode only: every observation ends with the commands admissible now, numbered,
+            and a reply that is one's number plays that command (a reply in words still plays as written).
+            Not ALFWorld's own observation, which lists nothing: the model is told what it would otherwise
+            have to find (as valid-action agents and verl-agent's ALFWorld prompts are). ``Step.action`` keeps
+            the reply as written; ``info["command"]`` is the command it played.
         **kwargs: Passed to :class:`~agentfly_env.tools.tool_env.ToolEnv` (``max_turns``, default 50, ALFWorld's
             step budget; ``parser``, ``resources``, ...).
     """
@@ -128,10 +137,13 @@ class ALFWorldEnv(ToolEnv):
         engine_timeout_s: float = 60.0,
         load_timeout_s: float = 300.0,
         action_mode: Literal["tools", "text"] = "tools",
+        list_actions: bool = False,
         **kwargs: Any,
     ) -> None:
         if action_mode not in ("tools", "text"):
             raise ValueError(f"action_mode must be 'tools' or 'text', got {action_mode!r}")
+        if list_actions and action_mode != "text":
+            raise ValueError("list_actions applies to action_mode='text' (tool mode has admissible_commands)")
         if source == "generated":
             if data_path is not None:
                 raise ValueError("data_path is for source='alfworld'; generated games go to cache_dir")
@@ -150,13 +162,15 @@ class ALFWorldEnv(ToolEnv):
         self.engine_timeout_s = engine_timeout_s
         self.load_timeout_s = load_timeout_s
         self.action_mode = action_mode
+        self.list_actions = list_actions
         kwargs.setdefault("max_turns", STEP_LIMIT)
         tools = [act, admissible_commands]
         if action_mode == "text":
             if "parser" in kwargs:
                 raise ValueError("parser= applies to action_mode='tools'; in text mode the turn is the command")
             parser = CommandParser("act", "command")
-            kwargs.setdefault("system_prompt", f"{TEXT_SYSTEM_PROMPT} {parser.instructions()}")
+            listed = f" {LISTED_ACTIONS_PROMPT}" if list_actions else ""
+            kwargs.setdefault("system_prompt", f"{TEXT_SYSTEM_PROMPT}{listed} {parser.instructions()}")
             kwargs.update(tools=[act], parser=parser, answer_mode="none", describe_tools=False, max_calls_per_turn=1)
         else:
             kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
@@ -204,6 +218,9 @@ class ALFWorldEnv(ToolEnv):
             engine = self.engine
             if engine.state is not None and engine.state.won:
                 return "The task is already done."
+            if self.list_actions and engine.state is not None:
+                command = chosen_action(command.strip(), engine.state.admissible_commands)
+                turn.info["command"] = command
             admissible = engine.state is not None and command.strip() in engine.state.admissible_commands
             try:
                 state = await asyncio.to_thread(engine.step, command, self.engine_timeout_s)
@@ -216,7 +233,13 @@ class ALFWorldEnv(ToolEnv):
                 self._played.append(command.strip())
             else:
                 turn.count_error("invalid_command")
+            return self._observation(state)
+
+    def _observation(self, state: GameState) -> str:
+        """The game's feedback, with the admissible commands listed under ``list_actions`` (until the game is won)."""
+        if not self.list_actions or state.won:
             return state.feedback
+        return state.feedback + action_list(state.admissible_commands)
 
     def _offer(self, state: GameState) -> None:
         """Let the action space sample the commands admissible now (random play stays plausible)."""
@@ -243,7 +266,7 @@ class ALFWorldEnv(ToolEnv):
                     raise
         self._offer(state)
         info.update(won=state.won, admissible_commands=list(state.admissible_commands))
-        return state.feedback, info
+        return self._observation(state), info
 
     async def _finish_turn(self, turn: TurnReport) -> None:
         if turn.truncation_reason is not None:  # the engine is gone

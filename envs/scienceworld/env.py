@@ -28,7 +28,10 @@ door to kitchen``), there are no tools and no final answer, and the budget is th
 episode is truncated (``truncation_reason == "step_limit"``) on the turn after which the simulator's
 move count exceeds ``env_step_limit`` (``envStepLimit``, 100 by default). Like the stock env's, the
 count is the simulator's: free actions (``look around``, ``inventory``) and unknown commands add
-nothing, ``wait1`` adds two. In the default tool mode one turn may run several commands.
+nothing, ``wait1`` adds two. In the default tool mode one turn may run several commands. ``list_actions``
+(text mode) ends every observation with the valid actions, numbered (all of them, or those that start with
+given prefixes: a kitchen has about a thousand), and takes a reply that is one's number as that action
+(:mod:`agentfly_env.tools.listed_actions`).
 
 Example:
     >>> env = ScienceWorldEnv(task="1-1", split="dev", max_turns=30)  # no JVM yet: reset leases one
@@ -46,6 +49,7 @@ from typing import Any, Literal, TypeVar
 from agentfly_env.core.aio import run_sync
 from agentfly_env.core.manifest import DataSpec, Manifest, RewardSpec, tool_schemas
 from agentfly_env.core.types import ParseResult, Step, ToolCall, ToolResult
+from agentfly_env.tools.listed_actions import action_list, chosen_action
 from agentfly_env.tools.parsing import CommandParser
 from agentfly_env.tools.rewards import RewardResult, reward
 from agentfly_env.tools.tool import tool
@@ -84,6 +88,7 @@ STEP_LIMIT = 100
 #: The simulator's answer to a command it cannot parse (counted as ``unknown_command`` in ``info["step"].errors``).
 UNKNOWN_COMMAND = "No known action matches that input."
 
+LISTED_ACTIONS_PROMPT = "Each observation ends with valid actions: reply with one of them, or its number."
 _WHITESPACE = re.compile(r"\s+")
 _VALID_ACTIONS_SHOWN = 150
 _GOLD_CACHE_SIZE = 4096
@@ -177,6 +182,12 @@ class ScienceWorldEnv(ToolEnv):
             ``parser`` do not apply).
         env_step_limit: Truncate the episode once the simulator's move count exceeds this, as the stock
             env's ``envStepLimit`` ends it; default 100 (the stock default) in text mode, none in tool mode.
+        list_actions: Text mode only: ``True`` ends every observation with the valid action-object combinations,
+            numbered, and plays a reply that is one's number as that action (a reply in words plays as written);
+            a sequence of prefixes (``("go to", "focus on")``) lists only the valid actions that start with one
+            of them. Not the stock observation, which lists nothing: the model is told what it would otherwise
+            have to find (as the paper's valid-action agents are), at the cost of one valid-action query (tens
+            of milliseconds) per turn. ``info["command"]`` is the action a turn played.
         expert_looks_before_focus: The scripted expert plays ``look around`` before each ``focus on`` of the
             gold path. ScienceWorld's gold paths focus straight away (their generator knows the world), so a
             model imitating them learns to name a thing it has not seen; with this the demonstration shows
@@ -206,6 +217,7 @@ class ScienceWorldEnv(ToolEnv):
         tools: Sequence[str] = ("act", "look", "inventory", "valid_actions"),
         max_command_chars: int = 300,
         action_mode: Literal["tools", "text"] = "tools",
+        list_actions: bool | Sequence[str] = False,
         env_step_limit: int | None = None,
         expert_looks_before_focus: bool = False,
         reward_mode: Literal["progress", "success"] = "progress",
@@ -218,15 +230,22 @@ class ScienceWorldEnv(ToolEnv):
             raise ValueError(f"unknown tools {unknown}; available: {sorted(self.AVAILABLE_TOOLS)}")
         if action_mode not in ("tools", "text"):
             raise ValueError(f"action_mode must be 'tools' or 'text', got {action_mode!r}")
+        if list_actions is not False and action_mode != "text":
+            raise ValueError("list_actions applies to action_mode='text' (tool mode has valid_actions)")
+        if isinstance(list_actions, str):
+            raise TypeError("list_actions takes True or a sequence of prefixes, not one string")
         self.task_source = ScienceWorldTasks(task, split=split, simplifications=simplifications)
         self.action_mode = action_mode
+        #: The prefixes of the actions listed (``("",)``: all of them), or None when nothing is listed.
+        self.listed_prefixes = None if list_actions is False else ("",) if list_actions is True else tuple(list_actions)
         if action_mode == "text":
             if "parser" in kwargs:
                 raise ValueError("parser= applies to action_mode='tools'; in text mode the turn is the command")
             tools = ("act",)
             parser = CommandParser("act", "command")
             kwargs.setdefault("max_turns", STEP_LIMIT)
-            kwargs.setdefault("system_prompt", f"{TEXT_SYSTEM_PROMPT} {parser.instructions()}")
+            listed = f" {LISTED_ACTIONS_PROMPT}" if self.listed_prefixes is not None else ""
+            kwargs.setdefault("system_prompt", f"{TEXT_SYSTEM_PROMPT}{listed} {parser.instructions()}")
             kwargs.update(parser=parser, answer_mode="none", describe_tools=False, max_calls_per_turn=1)
             env_step_limit = STEP_LIMIT if env_step_limit is None else env_step_limit
         self.env_step_limit = env_step_limit
@@ -256,6 +275,7 @@ class ScienceWorldEnv(ToolEnv):
         self.failure: str | None = None
         self.commands_sent = 0
         self._rewarded = 0.0
+        self._listed: list[str] = []  # the actions the last observation listed (list_actions)
 
     # ----------------------------------------------------------------- episode
 
@@ -268,7 +288,16 @@ class ScienceWorldEnv(ToolEnv):
         self._rewarded = loaded.state.progress  # a few tasks start with a subgoal met: not the agent's doing
         self.task["prompt"] = info["task"]["prompt"] = loaded.description
         info.update(score=loaded.state.score, moves=loaded.state.moves)
-        return f"{loaded.description}\n\n{loaded.state.observation}", info
+        return f"{loaded.description}\n\n{loaded.state.observation}{await self._action_list()}", info
+
+    async def _action_list(self, turn: TurnReport | None = None) -> str:
+        """Under ``list_actions``, the listed valid actions an observation ends with (remembered, for a reply that
+        is a number); else nothing."""
+        if self.listed_prefixes is None or self._over():
+            return ""
+        valid = await self.engine_call(ScienceWorldEngine.valid_actions, turn=turn)
+        self._listed = [action for action in valid if action.startswith(self.listed_prefixes)]
+        return action_list(self._listed)
 
     def _gold_key(self) -> tuple[str, int, str] | None:
         if self.engine is None or not self.engine.config.deterministic:
@@ -389,6 +418,8 @@ class ScienceWorldEnv(ToolEnv):
             ValueError: an empty or overlong command (the model is told; nothing reaches the JVM).
         """
         command = _WHITESPACE.sub(" ", command).strip()
+        if self.listed_prefixes is not None:
+            command = turn.info["command"] = chosen_action(command, self._listed)
         if not command:
             raise ValueError("the command is empty; try `look around`, or call valid_actions")
         if len(command) > self.max_command_chars:
@@ -399,7 +430,7 @@ class ScienceWorldEnv(ToolEnv):
         self.commands_sent += 1
         if self.state.observation.strip() == UNKNOWN_COMMAND:
             turn.count_error("unknown_command")
-        return self.state.observation
+        return self.state.observation + await self._action_list(turn)
 
     # ----------------------------------------------------------------- the scripted expert
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import agentfly_env  # noqa: F401
 from agentfly_env import run_sync
 from agentfly_env.resources.pool import ResourceManager
+from agentfly_env.tools.listed_actions import HEADING, action_list
 from agentfly_envs.alfworld import (
     ENGINE_POOL,
     ALFWorldEnv,
@@ -27,6 +28,7 @@ from agentfly_envs.alfworld import (
     GeneratedGames,
 )
 from agentfly_envs.alfworld.engine import engine_spec
+from agentfly_envs.alfworld.env import LISTED_ACTIONS_PROMPT
 from agentfly_envs.alfworld.generator import (
     TASK_TYPES,
     alfworld_logic,
@@ -280,6 +282,35 @@ def test_text_mode_plays_plain_commands_within_alfworlds_step_budget(make_env):
     assert truncated and not terminated and info["step"].truncation_reason == "max_turns"
     with pytest.raises(ValueError, match="action_mode"):
         make_env(action_mode="commands")
+
+
+def test_listed_actions_end_each_observation_and_a_number_plays_the_command_it_lists(make_env):
+    """``list_actions``: the walkthrough played by number wins; a number past the list, or a number without the
+    option, is a command the game does not know."""
+    env = make_env(task_types=["pick_and_place_simple"], action_mode="text", list_actions=True)
+    assert LISTED_ACTIONS_PROMPT in env.system_prompt
+    observation, info = env.reset(options=GAME)
+    walkthrough, listed = env.engine.walkthrough, info["admissible_commands"]
+    assert observation.endswith(action_list(listed)) and observation.startswith("-= Welcome to TextWorld, ALFRED! =-")
+    for number, command in enumerate(walkthrough, 1):
+        reply = f"{listed.index(command) + 1}"
+        observation, reward, terminated, truncated, info = env.step(reply)
+        assert info["command"] == command and info["step"].action == reply and not info["step"].errors
+        assert terminated == (number == len(walkthrough)) and not truncated
+        listed = info["admissible_commands"]
+        assert observation.endswith(action_list(listed)) != terminated  # no list once the task is done
+    assert (reward, info["won"]) == (1.0, True)
+
+    observation, info = env.reset(options=GAME)
+    observation, *_, info = env.step(str(len(info["admissible_commands"]) + 1))
+    assert observation.startswith("Nothing happens.") and info["step"].errors == {"invalid_command": 1}
+    assert env.step(walkthrough[0])[-1]["command"] == walkthrough[0]  # a reply in words plays as written
+
+    plain = make_env(task_types=["pick_and_place_simple"], action_mode="text")
+    observation, _ = plain.reset(options=GAME)
+    assert HEADING not in observation and plain.step("1")[0] == "Nothing happens."
+    with pytest.raises(ValueError, match="list_actions applies to action_mode='text'"):
+        make_env(list_actions=True)
 
 
 def test_seeded_resets_give_the_same_game_through_registration(cache_dir):

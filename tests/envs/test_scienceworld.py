@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import agentfly_env
 from agentfly_env.core.env import OptionsError
 from agentfly_env.resources.pool import ResourceManager
+from agentfly_env.tools.listed_actions import HEADING, action_list
 from agentfly_envs.scienceworld import (
     ENGINE_POOL,
     ScienceWorldEnv,
@@ -32,7 +33,7 @@ from agentfly_envs.scienceworld import (
     variations,
 )
 from agentfly_envs.scienceworld.engine import EngineFailure, ScienceWorldEngine
-from agentfly_envs.scienceworld.env import STEP_LIMIT, UNKNOWN_COMMAND
+from agentfly_envs.scienceworld.env import LISTED_ACTIONS_PROMPT, STEP_LIMIT, UNKNOWN_COMMAND
 from agentfly_envs.scienceworld.pool import engine_spec
 from agentfly_envs.scienceworld.tasks import SPLITS, check_simplifications
 
@@ -276,6 +277,44 @@ async def test_bad_commands_are_answered_and_counted(manager):
     observation, *_, info = await env.astep(act("  "))
     assert "empty" in observation and info["moves"] == 0
     await env.aclose()
+
+
+@on_pool_loop
+async def test_listed_actions_end_each_observation_and_a_number_plays_the_action_it_lists(manager):
+    """``list_actions``: the valid actions with the given prefixes, numbered; the gold path played by number wins."""
+    prefixes = ("open door", "go to", "look around", "focus on")
+    env = make(manager, action_mode="text", list_actions=prefixes)
+    assert LISTED_ACTIONS_PROMPT in env.system_prompt
+    observation, _ = await env.areset(
+        options={"task_name": "lifespan-longest-lived", "variation": 5, "gold_path": True}
+    )
+    listed = observation.split(HEADING)[1].strip().split("\n")
+    assert observation.endswith(action_list(env._listed)) and len(listed) == len(env._listed) > 5
+    assert all(action.startswith(prefixes) for action in env._listed)
+    by_number = 0
+    for command in env.gold:
+        # The gold path may open a door the "easy" simplifications opened already (not a valid action then).
+        reply = str(env._listed.index(command) + 1) if command in env._listed else command
+        by_number += reply != command
+        observation, _, terminated, truncated, info = await env.astep(reply)
+        assert info["command"] == command and info["step"].action == reply and not info["step"].errors
+        assert (HEADING in observation) != terminated and not truncated  # nothing listed once the task is over
+        if terminated:
+            break
+    assert info["step"].success and by_number >= 2  # going outside and the focus, at least
+    await env.aclose()
+
+    everything = make(manager, action_mode="text", list_actions=True)
+    observation, _ = await everything.areset(options={"task_name": "lifespan-longest-lived", "variation": 5})
+    # Hundreds of valid actions: the list runs past the env's max_observation_chars, and is cut there.
+    assert len(everything._listed) > 100 and f"{HEADING}\n1. {everything._listed[0]}\n" in observation
+    _, _, _, _, info = await everything.astep("look around")  # a reply in words plays as written
+    assert info["command"] == "look around" and not info["step"].errors
+    await everything.aclose()
+    with pytest.raises(ValueError, match="list_actions applies to action_mode='text'"):
+        make(manager, list_actions=True)
+    with pytest.raises(TypeError, match="not one string"):
+        make(manager, action_mode="text", list_actions="focus on")
 
 
 @on_pool_loop
