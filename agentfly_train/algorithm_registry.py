@@ -57,6 +57,9 @@ class Algorithm:
         normalised: Advantages are whitened over every action token of the rollout batch.
         kl_mode: Where the KL to the reference goes under ``algorithm.kl_mode = "auto"``, as OpenRLHF's recipes
             put it: a ``loss`` term or a penalty in the ``reward``.
+        step_credit: Each turn's advantage adds a step-level one: the turns of a task's group that start from the
+            same state (the same observation), compared by their discounted returns (GiGPO's anchor states). The
+            local backend computes it; OpenRLHF has no such estimator.
     """
 
     name: str
@@ -66,6 +69,7 @@ class Algorithm:
     discounted: bool = False
     normalised: bool = False
     kl_mode: Literal["loss", "reward"] = "reward"
+    step_credit: bool = False
 
     @property
     def min_chains(self) -> int:
@@ -82,6 +86,8 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("rloo", "rloo", baseline=leave_one_out_baseline),
         Algorithm("reinforce++", "reinforce", discounted=True, normalised=True),
         Algorithm("reinforce++-baseline", "reinforce_baseline", baseline=mean_baseline, normalised=True),
+        # GiGPO (arXiv 2505.10978): GRPO's episode-level advantage plus a step-level one over anchor states.
+        Algorithm("gigpo", "gigpo", baseline=normalised_baseline, kl_mode="loss", step_credit=True),
     )
 }
 

@@ -7,7 +7,8 @@ tokens; everything is computed under that mask.
 
 - Estimators: ``gae`` (PPO, with a critic), ``group_norm`` (GRPO), ``rloo``, ``reinforce``
   (REINFORCE++: token-level KL in the reward, returns normalised over the global batch) and
-  ``reinforce_baseline``, each the estimator of one record of
+  ``reinforce_baseline``, and ``gigpo`` (GRPO's episode-level advantage plus a step-level one over the turns
+  that start from the same state, :func:`step_advantages`), each the estimator of one record of
   :data:`~agentfly_train.algorithm_registry.ALGORITHMS`, which says what it does differently. Group
   estimators take the ``n`` chains of one task as consecutive rows.
 - Failed episodes (their env died or raised): :func:`trained_episodes` says which episodes the loss
@@ -28,6 +29,8 @@ Example:
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -196,6 +199,71 @@ def normalize_advantages(advantages: torch.Tensor, action_mask: torch.Tensor, st
     return (advantages - mean) * var.clamp(min=1e-8).rsqrt()
 
 
+@dataclass(frozen=True)
+class TurnAnchor:
+    """One model turn, for step-level credit: where its tokens are, the state it started from, what it earned.
+
+    Attributes:
+        row: The batch row holding the turn.
+        start: Its first action column (columns as the action mask's).
+        end: One past its last.
+        state: The state the turn started from (the observation the model answered); turns of one group with
+            equal states are compared with each other.
+        reward: The env's reward for the turn's step.
+    """
+
+    row: int
+    start: int
+    end: int
+    state: Hashable
+    reward: float
+
+
+def step_advantages(
+    anchors: Sequence[TurnAnchor], group_of_row: Sequence[int], shape: tuple[int, int], gamma: float = 1.0
+) -> torch.Tensor:
+    """GiGPO's step-level advantages (arXiv 2505.10978, its anchor-state grouping): each turn's discounted return
+    (its step's reward and the rest of its episode's, ``gamma`` per turn), normalised against the returns of
+    every turn of its group (the same task's chains) that started from the same state: minus their mean, over
+    their std (Bessel-corrected) plus 1e-6. A state no other turn of the group shares, or one whose turns all
+    returned the same, gives 0. The value fills the turn's action columns.
+
+    ``anchors`` lists each row's turns in order; the return runs to the row's last listed turn.
+
+    Example:
+        >>> A = TurnAnchor
+        >>> # Two chains of one task, both from s0: the first goes on to s1 and s2 and wins; the second stays in s0
+        >>> # once, then does the same. Of the three turns from s0, the one that stayed returned less; s1 and s2
+        >>> # returned alike.
+        >>> anchors = [A(0, 0, 1, "s0", 0.0), A(0, 2, 3, "s1", 0.0), A(0, 4, 5, "s2", 1.0),
+        ...            A(1, 0, 1, "s0", 0.0), A(1, 2, 3, "s0", 0.0), A(1, 4, 5, "s1", 0.0), A(1, 6, 7, "s2", 1.0)]
+        >>> step = step_advantages(anchors, [0, 0], (2, 8), gamma=0.5)
+        >>> [round(x, 3) for x in step[0, [0, 2, 4]].tolist()], [round(x, 3) for x in step[1, [0, 2, 4, 6]].tolist()]
+        ([0.577, 0.0, 0.0], [-1.155, 0.577, 0.0, 0.0])
+    """
+    returns: list[float] = [0.0] * len(anchors)
+    running, row = 0.0, None
+    for index in reversed(range(len(anchors))):
+        anchor = anchors[index]
+        if anchor.row != row:
+            running, row = 0.0, anchor.row
+        running = anchor.reward + gamma * running
+        returns[index] = running
+    by_state: dict[tuple[int, Hashable], list[int]] = defaultdict(list)
+    for index, anchor in enumerate(anchors):
+        by_state[group_of_row[anchor.row], anchor.state].append(index)
+    out = torch.zeros(shape, dtype=torch.float32)
+    for members in by_state.values():
+        if len(members) < 2:
+            continue
+        shared = torch.tensor([returns[index] for index in members], dtype=torch.float32)
+        shaped = (shared - shared.mean()) / (shared.std() + 1e-6)
+        for index, value in zip(members, shaped.tolist(), strict=True):
+            anchor = anchors[index]
+            out[anchor.row, anchor.start : anchor.end] = value
+    return out
+
+
 @dataclass
 class Advantages:
     """What :func:`compute_advantages` returns: per-token advantages and returns, and the token rewards."""
@@ -220,6 +288,8 @@ def compute_advantages(
     reward_clip: float | None = 10.0,
     included: torch.Tensor | None = None,
     episode_of: torch.Tensor | None = None,
+    step: torch.Tensor | None = None,
+    step_weight: float = 1.0,
 ) -> Advantages:
     """Advantages and returns for a rollout batch, as OpenRLHF's experience maker computes them.
 
@@ -240,6 +310,9 @@ def compute_advantages(
         episode_of: Rows of multi-row episodes (an agent program's): the episode of each row. ``rewards`` and
             ``included`` are then per row, alike within an episode; the group baseline is taken over
             episodes and each row gets its episode's shaped reward. Default: each row an episode.
+        step: Step-level advantages (:func:`step_advantages`) for an algorithm with ``step_credit``, added to
+            the episode-level ones with ``step_weight`` on the trained action tokens.
+        step_weight: Their weight (GiGPO's omega).
     """
     algorithm = by_estimator(estimator)
     if episode_of is None:
@@ -258,6 +331,10 @@ def compute_advantages(
     else:
         returns = cumulative_returns(per_token, mask, discount)
         advantages = returns.clone()
+    if algorithm.step_credit:
+        if step is None:
+            raise ValueError(f"the {estimator} estimator needs the step-level advantages (step=)")
+        advantages = advantages + step_weight * step.to(advantages.device) * mask
     if algorithm.normalised:
         advantages = normalize_advantages(advantages, mask, std=std_norm)
     return Advantages(advantages=advantages, returns=returns, token_rewards=per_token)

@@ -210,9 +210,12 @@ class AlgorithmConfig(Section):
     """Estimator, losses and KL, with OpenRLHF's meanings and defaults."""
 
     gamma: float = 1.0
-    """Discount (GAE and REINFORCE++; the group estimators use 1)."""
+    """Discount (GAE and REINFORCE++, and GiGPO's step-level returns, where its paper uses 0.95; the group
+    estimators' episode returns use 1)."""
     lambd: float = 0.95
     """GAE lambda."""
+    step_weight: NonNegative = 1.0
+    """GiGPO: the weight of the step-level advantage added to the episode-level one (its paper's omega)."""
     clip_eps_low: float = 0.2
     """PPO ratio clip below 1."""
     clip_eps_high: float = 0.2
@@ -569,6 +572,8 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ConfigError(f"algorithm.dual_clip must be > 1 (or 0 for off), got {dual_clip}")
         if training and (problem := _is_correction_problem(self.algorithm)):
             raise ConfigError(problem)
+        if training and algo.step_credit and self.backend != "local":
+            raise ConfigError(f"algo {self.algo!r} (step-level credit) runs on the local backend; got {self.backend!r}")
         if self.agent.program and self.agent.command:
             raise ConfigError("agent.program and agent.command name two agents: give one")
         if self.agent.command and not shlex.split(self.agent.command):

@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from agentfly_train.algorithms import TurnAnchor
+
 if TYPE_CHECKING:
     from agentfly_train.rollout import Episode
 
@@ -34,6 +36,9 @@ class Batch:
     many as the gateway recorded (:attr:`~agentfly_train.rollout.Episode.sequences`), each carrying the
     episode's reward. ``episode_of`` says whose row each is (episode index in the rollout, non-decreasing),
     so group baselines are taken over episodes, not rows.
+
+    ``anchors`` (when asked for, for step-level credit) lists each env-loop episode's turns with the state each
+    started from (the observation it answered) and its step's reward; an agent program's rows have none.
     """
 
     input_ids: torch.Tensor
@@ -44,9 +49,12 @@ class Batch:
     lengths: torch.Tensor
     finished: torch.Tensor
     episode_of: torch.Tensor
+    anchors: list[TurnAnchor] = dataclasses.field(default_factory=list)
 
     @classmethod
-    def from_episodes(cls, episodes: Sequence[Episode], pad_id: int, device: torch.device) -> Batch:
+    def from_episodes(
+        cls, episodes: Sequence[Episode], pad_id: int, device: torch.device, *, anchors: bool = False
+    ) -> Batch:
         rows = [(index, sequence) for index, e in enumerate(episodes) for sequence in e.sequences]
         width = max(len(sequence.token_ids) for _, sequence in rows)
         ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -69,6 +77,7 @@ class Batch:
             lengths=attention.sum(-1).to(device),
             finished=torch.tensor([e.failure is None for e in owners], dtype=torch.bool, device=device),
             episode_of=torch.tensor([index for index, _ in rows], dtype=torch.long, device=device),
+            anchors=[a for row, (_, sequence) in enumerate(rows) for a in _anchors(row, sequence)] if anchors else [],
         )
 
     def __len__(self) -> int:
@@ -92,6 +101,20 @@ class Batch:
     def full_width(self, values: torch.Tensor) -> torch.Tensor:
         """A micro-batch's per-token tensor (cut by :meth:`slice`) right-padded with zeros to the batch's width."""
         return torch.nn.functional.pad(values, (0, self.action_mask.size(1) - values.size(1)))
+
+
+def _anchors(row: int, sequence: Any) -> list[TurnAnchor]:
+    """An env-loop episode's turns as :class:`~agentfly_train.algorithms.TurnAnchor` s (in action columns: token
+    ``j`` is column ``j - 1``); none for an agent program's row. A last turn the driver cut before the env stepped
+    it has no step, and no anchor."""
+    trajectory = getattr(sequence, "trajectory", None)
+    if trajectory is None or not getattr(sequence, "turns", None):
+        return []
+    states = [trajectory.observation, *(step.observation for step in trajectory.steps)]
+    return [
+        TurnAnchor(row, turn.start - 1, turn.end - 1, states[number], step.reward)
+        for number, (turn, step) in enumerate(zip(sequence.turns, trajectory.steps))
+    ]
 
 
 class CompiledBlocks:

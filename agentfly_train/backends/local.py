@@ -302,7 +302,7 @@ class LocalTrainer:
             write_token_log(self.run_dir / TOKENS_FILE, episodes, self.tokenizer)  # what was trained on: agentfly-view
 
         update_started = time.perf_counter()
-        batch = Batch.from_episodes(episodes, self.pad_id, self.device)
+        batch = Batch.from_episodes(episodes, self.pad_id, self.device, anchors=config.algo_spec.step_credit)
         metrics.update(self._update(batch))
         if hasattr(self.generator, "update_weights"):  # an engine with its own copy of the weights
             synced = time.perf_counter()
@@ -407,7 +407,18 @@ class LocalTrainer:
             reward_clip=algorithm.reward_clip,
             included=trained,
             episode_of=batch.episode_of,
+            step=self._step_advantages(batch, trained) if config.algo_spec.step_credit else None,
+            step_weight=algorithm.step_weight,
         )
+
+    def _step_advantages(self, batch: Batch, trained: torch.Tensor) -> torch.Tensor:
+        """GiGPO's step-level advantages of the trained episodes' turns, grouped by task (consecutive chains)."""
+        anchors = [anchor for anchor in batch.anchors if trained[anchor.row]]
+        group_of_row = (batch.episode_of // self.config.rollout.samples_per_prompt).tolist()
+        step = algorithms.step_advantages(
+            anchors, group_of_row, tuple(batch.action_mask.shape), self.config.algorithm.gamma
+        )
+        return step.to(batch.action_mask.device)
 
     def _minibatches(self, size: int, epoch: int) -> list[torch.Tensor]:
         """The batch's rows in the order of ``epoch`` (seeded by the step), cut into ``train.mini_batch_size``."""

@@ -93,7 +93,7 @@ def lines(path: str | Path) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- commands OpenRLHF accepts
 
 
-@pytest.mark.parametrize("algo", list(ALGORITHMS))
+@pytest.mark.parametrize("algo", [name for name, algo in ALGORITHMS.items() if not algo.step_credit])
 def test_every_algorithm_is_accepted_by_openrlhf(tmp_path, algo):
     launcher = launcher_for(tmp_path, algo=algo)
     assert launcher.argv[:3] == [sys.executable, "-m", ENTRY_MODULE] and launcher.runtime_env is None

@@ -18,7 +18,7 @@ from agentfly_train.run_files import CHECKPOINTS_DIR, METRICS_FILE, TRAJECTORIES
 from agentfly_train.training import Batch
 
 
-@pytest.mark.parametrize("algo", ["grpo", "rloo", "reinforce++"])
+@pytest.mark.parametrize("algo", ["grpo", "rloo", "reinforce++", "gigpo"])
 def test_an_update_leaves_out_failed_episodes_and_a_lone_survivors_group(tokenizer, tmp_path, algo):
     torch.set_num_threads(1)
     config = shout_config(algo, tmp_path, steps=1, epochs=1)
@@ -36,8 +36,9 @@ def test_an_update_leaves_out_failed_episodes_and_a_lone_survivors_group(tokeniz
     grouped = played.config.algo_spec.baseline is not None
     # A group baseline has nothing to compare group 0's survivor with; REINFORCE++ trains on it.
     kept = [e for e in episodes if e.failure is None and not (grouped and e.group == 0)]
-    update = played._update(Batch.from_episodes(episodes, played.pad_id, played.device))
-    reference = alone._update(Batch.from_episodes(kept, alone.pad_id, alone.device))
+    anchors = played.config.algo_spec.step_credit  # GiGPO: the failed episodes' turns are no anchors either
+    update = played._update(Batch.from_episodes(episodes, played.pad_id, played.device, anchors=anchors))
+    reference = alone._update(Batch.from_episodes(kept, alone.pad_id, alone.device, anchors=anchors))
     assert update["left_out_episodes"] == 16 - len(kept) and reference["left_out_episodes"] == 0
     assert update["policy_loss"] == pytest.approx(reference["policy_loss"], abs=1e-6)
     assert update["advantage_mean"] == pytest.approx(reference["advantage_mean"], abs=1e-6)
