@@ -271,12 +271,10 @@ def _collect(config: Config, args: argparse.Namespace) -> int:
 def _sft(config: Config) -> int:
     """The ``[sft]`` stage alone: the warm-started model goes to ``<out_dir>/final``."""
     from agentfly_env.resources.files import atomic_path
-    from agentfly_train.models import load_causal_lm, load_tokenizer, pick_device, resolve_model_path
+    from agentfly_train.lifecycle import load_policy
     from agentfly_train.sft import warm_start
 
-    path = resolve_model_path(config.model.path, config.model.cache_dir or None)
-    tokenizer = load_tokenizer(path)
-    model = load_causal_lm(path, dtype=config.model.dtype, device=str(pick_device(config.model.device)))
+    model, tokenizer = load_policy(config)
     result = warm_start(config, model, tokenizer)
     final = Path(config.out_dir) / FINAL_MODEL_DIR
     with atomic_path(final) as scratch:  # a crash leaves no half-saved model behind

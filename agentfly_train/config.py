@@ -19,7 +19,7 @@ Example:
     >>> Config.from_dict({"algo": "dpo"}).validate()
     Traceback (most recent call last):
     ...
-    agentfly_train.config.ConfigError: unknown algo 'dpo'; choose one of: ppo, grpo, rloo, reinforce++, reinforce++-baseline
+    agentfly_train.config.ConfigError: unknown algo 'dpo'; choose one of: ppo, grpo, rloo, reinforce++, reinforce++-baseline, gigpo
 """
 
 from __future__ import annotations

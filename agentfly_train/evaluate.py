@@ -123,38 +123,15 @@ def _local_episodes(
     generator: Generator | None = None,
 ) -> tuple[list[Episode], Any]:
     """The episodes played locally, and the tokenizer (the one loaded here when no model was given)."""
-    from agentfly_train.agents import AgentRollout, gateway_for, load_agent
-    from agentfly_train.chat import ChatFormat
     from agentfly_train.generation import build_generator
-    from agentfly_train.models import (
-        load_causal_lm,
-        load_tokenizer,
-        pick_device,
-        resolve_model_path,
-    )
-    from agentfly_train.rollout import Rollout, sampling_params
+    from agentfly_train.lifecycle import load_policy, make_rollout
 
-    if model is None:
-        path = resolve_model_path(config.model.path, config.model.cache_dir or None)
-        tokenizer = load_tokenizer(path)
-        model = load_causal_lm(path, dtype=config.model.dtype, device=str(pick_device(config.model.device)))
-    chat = ChatFormat(tokenizer, config.rollout.observation_role)
+    model, tokenizer = load_policy(config, model, tokenizer)
     rollout_config = msgspec.structs.replace(config.rollout, samples_per_prompt=1)
     owned = generator is None  # built here, so closed here
     if generator is None:
         generator = build_generator(config, model, tokenizer)
-    rollout: Rollout | AgentRollout
-    if config.agent.plays:  # the program plays, its calls answered by the gateway at the eval's temperature
-        gateway = gateway_for(config, generator, tokenizer, temperature=config.eval.temperature)
-        rollout = AgentRollout(envs, load_agent(config.agent), gateway, rollout_config, config.agent)
-    else:
-        rollout = Rollout(
-            envs,
-            chat,
-            generator,
-            rollout_config,
-            params=sampling_params(rollout_config, chat, temperature=config.eval.temperature),
-        )
+    rollout = make_rollout(config, envs, generator, tokenizer, rollout_config, temperature=config.eval.temperature)
     episodes: list[Episode] = []
     try:
         for start in range(0, len(seeds), envs.config.size):

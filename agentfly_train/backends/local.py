@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import logging
 import os
 import random
@@ -45,8 +44,7 @@ from agentfly_env.core.aio import run_sync
 from agentfly_env.core.env import AgentEnv
 from agentfly_env.core.recording import TrajectoryWriter
 from agentfly_env.resources.files import atomic_path
-from agentfly_train import algorithms
-from agentfly_train.agents import AgentRollout, gateway_for, load_agent
+from agentfly_train import algorithms, lifecycle
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config
 from agentfly_train.generation import build_generator, describe
@@ -56,30 +54,19 @@ from agentfly_train.metrics import (
     episode_metrics,
     gateway_metrics,
     per_env_metrics,
-    plot_reward_curve,
-    read_metrics,
     sequence_metrics,
     uniform_group_rate,
 )
 from agentfly_train.models import (
-    load_causal_lm,
-    load_tokenizer,
     pick_device,
-    resolve_model_path,
 )
-from agentfly_train.rollout import Episode, Rollout, run_env_pool
+from agentfly_train.rollout import Episode, run_env_pool
 from agentfly_train.run_files import (
     CHECKPOINT_PREFIX,
     CHECKPOINT_STATE_FILE,
     CHECKPOINTS_DIR,
-    CONFIG_FILE,
-    FINAL_MODEL_DIR,
-    METRICS_FILE,
-    REWARD_CURVE_FILE,
     STAGES_DIR,
-    TENSORBOARD_DIR,
     TOKENS_FILE,
-    TRAJECTORIES_FILE,
     WARM_START_DIR,
     checkpoint_name,
 )
@@ -190,12 +177,7 @@ class LocalTrainer:
         seed_everything(config.seed)
         self.device = pick_device(config.model.device)
         self.run_dir = Path(config.out_dir)
-        if model is None:
-            path = resolve_model_path(config.model.path, config.model.cache_dir or None)
-            tokenizer = load_tokenizer(path)
-            model = load_causal_lm(path, dtype=config.model.dtype, device=str(self.device))
-        elif tokenizer is None:
-            raise ValueError("pass the tokenizer with the model")
+        model, tokenizer = lifecycle.load_policy(config, model, tokenizer)
         self.tokenizer = tokenizer
         self.policy = model.to(self.device)
         # Eval mode throughout (no dropout), so the rollout's and the update's log-probs agree.
@@ -230,13 +212,7 @@ class LocalTrainer:
         self.generator = build_generator(config, self.policy, tokenizer)
         #: Which generator samples, for the run's log (``vllm (float32)``).
         self.generator_label = describe(self.generator)
-        self.rollout: Rollout | AgentRollout
-        if config.agent.plays:  # a program of the user's own plays, its calls answered by the gateway
-            gateway = gateway_for(config, self.generator, tokenizer)
-            program = load_agent(config.agent)
-            self.rollout = AgentRollout(self.envs, program, gateway, config.rollout, config.agent)
-        else:
-            self.rollout = Rollout(self.envs, self.chat, self.generator, config.rollout)
+        self.rollout = lifecycle.make_rollout(config, self.envs, self.generator, tokenizer, config.rollout)
         #: The episodes of the last training step, as they were trained on (for reports and soaks).
         self.last_episodes: list[Episode] = []
         # A separate engine (vLLM) samples with its own numerics: score the tokens with the trained model.
@@ -252,7 +228,8 @@ class LocalTrainer:
         self.step = 0
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
         self._logger: MetricsLogger | None = None
-        self._trajectories: TrajectoryWriter | None = None
+        #: Where the steps' trajectories go while :meth:`fit` runs (``log.trajectories``).
+        self.trajectories: TrajectoryWriter | None = None
 
     def describe(self) -> str:
         """What will run, in one line: the algorithm, env, model, budget, device and generator."""
@@ -295,10 +272,10 @@ class LocalTrainer:
         }
         if config.env.mix:
             metrics.update(per_env_metrics(episodes))
-        if self._trajectories is not None:
+        if self.trajectories is not None:
             for episode in episodes:
                 if (trajectory := episode.written()) is not None:
-                    self._trajectories.write(trajectory)
+                    self.trajectories.write(trajectory)
             write_token_log(self.run_dir / TOKENS_FILE, episodes, self.tokenizer)  # what was trained on: agentfly-view
 
         update_started = time.perf_counter()
@@ -560,61 +537,7 @@ class LocalTrainer:
         Returns:
             A summary: steps, first and last reward, wall time and the paths written.
         """
-        config = self.config
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2))
-        resumed = bool(config.train.resume) and self.resume(config.train.resume)
-        _keep_records_up_to(self.run_dir, self.step if resumed else 0)
-        self._logger = MetricsLogger(
-            self.run_dir,
-            tensorboard=config.log.tensorboard,
-            wandb=config.log.wandb,
-            wandb_project=config.log.wandb_project,
-            config=config.to_dict(),
-        )
-        if config.log.trajectories:
-            self._trajectories = TrajectoryWriter(self.run_dir / TRAJECTORIES_FILE, durable=False)
-        started = time.perf_counter()
-        stages: dict[str, dict[str, float]] = {}
-        if config.eval.stages and not resumed:
-            stages["base"] = self.evaluate_stage("base")
-        if config.sft.enabled and not resumed:
-            self._logger.log(0, self.warm_start())
-            if config.eval.stages:
-                stages["warm start"] = self.evaluate_stage("warm-start")
-        try:
-            while self.step < config.train.steps:
-                metrics = self.train_step()
-                self._logger.log(self.step, metrics)
-                if on_step is not None:
-                    on_step(self.step, metrics)
-                if config.train.save_every and self.step % config.train.save_every == 0:
-                    self.save_checkpoint()
-        finally:
-            self._logger.close()
-            if self._trajectories is not None:
-                self._trajectories.close()
-        if config.eval.stages:
-            stages["rl"] = self.evaluate_stage("rl")
-        summary: dict[str, Any] = {"steps": self.step, "wall_s": time.perf_counter() - started}
-        if stages:
-            summary["stages"] = stages
-        summary["checkpoint"] = str(self.save_checkpoint())
-        summary["final_model"] = str(self.save_model(self.run_dir / FINAL_MODEL_DIR))
-        records = [r for r in read_metrics(self.run_dir / METRICS_FILE) if "reward_mean" in r]
-        if records:
-            summary["reward_first"], summary["reward_last"] = records[0]["reward_mean"], records[-1]["reward_mean"]
-        summary["metrics"] = str(self.run_dir / METRICS_FILE)
-        if config.log.trajectories:
-            summary["trajectories"] = str(self.run_dir / TRAJECTORIES_FILE)
-        if config.log.tensorboard:
-            summary["tensorboard"] = str(self.run_dir / TENSORBOARD_DIR)
-        if config.log.plot and records:
-            title = f"{config.algo} on {config.env.id} ({config.model.path})"
-            curve = plot_reward_curve(records, self.run_dir / REWARD_CURVE_FILE, title=title)
-            summary["reward_curve"] = str(curve)
-        self.close()
-        return summary
+        return lifecycle.run(self, on_step=on_step)
 
     def evaluate_stage(self, name: str) -> dict[str, float]:
         """The policy as it is now on ``eval.episodes`` held-out tasks (greedy at ``eval.temperature``, through
@@ -735,36 +658,3 @@ class LocalTrainer:
             self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.step = int(state["step"])
         return True
-
-
-class _EpisodeLine(msgspec.Struct):
-    """What a line of ``trajectories.jsonl`` or ``tokens.jsonl`` says about its step: ``{step}-{group}-{chain}``."""
-
-    episode_id: str | None = None
-
-
-def _keep_records_up_to(run_dir: Path, step: int) -> None:
-    """Drop metrics, trajectories and token records of steps after ``step`` (all of them for a fresh run).
-
-    A run that died after its last checkpoint logged steps that the resumed run will take again. Lines are kept
-    byte for byte; a damaged one (the crash cut it) is dropped.
-    """
-    metrics = run_dir / METRICS_FILE
-    if metrics.exists():
-        kept = [r for r in read_metrics(metrics) if r.get("step", 0) <= step]
-        metrics.write_text("".join(json.dumps(r) + "\n" for r in kept))
-    decoder = msgspec.json.Decoder(_EpisodeLine)
-
-    def before_step(line: bytes) -> bool:
-        try:
-            episode_id = decoder.decode(line).episode_id or "0-"
-        except msgspec.DecodeError:
-            return False
-        return int(episode_id.split("-")[0]) < step
-
-    for path in (run_dir / TRAJECTORIES_FILE, run_dir / TOKENS_FILE):
-        if not path.exists():
-            continue
-        kept_lines = [line for line in path.read_bytes().splitlines(keepends=True) if step and before_step(line)]
-        with atomic_path(path) as scratch:
-            scratch.write_bytes(b"".join(line if line.endswith(b"\n") else line + b"\n" for line in kept_lines))
