@@ -1,6 +1,7 @@
 """The OpenRLHF plug-in driven by OpenRLHF 0.11.2's own multi-turn loop (``openrlhf.utils.agent``).
 
-The plug-in file is loaded by path, as OpenRLHF's ``_load_agent_executor`` does, and its executor runs
+The agent file the launcher writes (``write_plugin``: the executor bound to a settings file beside it) is loaded
+by path, as OpenRLHF's ``_load_agent_executor`` does, and its executor runs
 OpenRLHF's real ``MultiTurnAgentExecutor.execute`` with SmolLM2's real tokenizer and chat template.
 Only the vLLM engine is a stand-in (vLLM needs a GPU): :class:`ScriptedEngine` answers ``generate``
 with scripted turns, shaped like vLLM's ``RequestOutput`` (token ids ending in the stop token, text
@@ -17,36 +18,42 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import gymnasium as gym
+import msgspec
 import pytest
 import ray
 from openrlhf.utils.agent import AgentExecutorBase
 from ray.exceptions import RayActorError
 
 from agentfly_env.core.policies import expert_action
-from agentfly_train.backends.openrlhf import AGENT_FILE, executor
+from agentfly_train.backends.openrlhf import AGENT_FILE, executor, program_executor
+from agentfly_train.backends.openrlhf.settings import SETTINGS_FILE, Settings, write_plugin
 from agentfly_train.chat import ChatFormat
-from agentfly_train.config import Config
+from agentfly_train.config import AgentConfig, Config
 from agentfly_train.dataset import export_tasks
 
 MATH = ("AgentFly/Math-v0", {"dataset": "basic_arithmetic", "tools": ["calculator"]})
 WEBSHOP = ("AgentFly/WebShop-v0", {})
 
 
-def load_agent_file():
-    """The plug-in file loaded the way OpenRLHF's ``_load_agent_executor`` loads it: by path, not put in
+def load_agent_file(path=AGENT_FILE):
+    """An agent file loaded the way OpenRLHF's ``_load_agent_executor`` loads it: by path, not put in
     ``sys.modules``."""
-    spec = importlib.util.spec_from_file_location("agent_module", AGENT_FILE)
+    spec = importlib.util.spec_from_file_location("agent_module", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert issubclass(module.AgentExecutor, AgentExecutorBase)
     return module
 
 
+def plugin(tmp_path, **settings):
+    """The agent file the launcher writes for ``Settings(**settings)``, loaded as OpenRLHF loads it."""
+    return load_agent_file(write_plugin(tmp_path / "plugin", Settings(**settings)))
+
+
 @pytest.fixture
-async def agent_module(monkeypatch):
-    """The plug-in with in-process env pools; the pools are closed after the test."""
-    monkeypatch.setenv("AGENTFLY_ENV_POOL", "local")
-    yield load_agent_file()
+async def agent_module(tmp_path):
+    """The generated agent file with in-process env pools; the pools are closed after the test."""
+    yield plugin(tmp_path, pool="local")
     await executor.close_pools()
 
 
@@ -199,10 +206,8 @@ async def test_samples_of_one_prompt_play_the_same_task_concurrently(agent_modul
     assert len({tuple(r["observation_tokens"]) for r in results}) == 1
 
 
-async def test_on_ray_a_killed_env_actor_fails_only_its_episode(ray_cluster, monkeypatch, tokenizer, tmp_path):
+async def test_on_ray_a_killed_env_actor_fails_only_its_episode(ray_cluster, tokenizer, tmp_path):
     """Envs in Ray actors: an actor killed mid-episode ends that episode as failed; the pool replaces it."""
-    monkeypatch.setenv("AGENTFLY_ENV_POOL", "ray")
-    monkeypatch.setenv("AGENTFLY_ENV_POOL_SIZE", "2")
     env_id, options = MATH
     actions, _, expected = expert_episode(env_id, options, 4)
     prompt, label = prompt_row(tmp_path, tokenizer, env_id, options, 4)
@@ -217,7 +222,8 @@ async def test_on_ray_a_killed_env_actor_fails_only_its_episode(ray_cluster, mon
                         await actor.ping.remote()
             return await super().generate(prompt_token_ids, sampling_params, multi_modal_data)
 
-    agent = load_agent_file().AgentExecutor()
+    agent = plugin(tmp_path, pool="ray", pool_size=2).AgentExecutor()
+    assert (agent.settings.pool_backend, agent.settings.pool_size) == ("ray", 2)
     engines = [ScriptedEngine(tokenizer, actions) for _ in range(4)] + [KillingEngine(tokenizer, actions)]
     try:
         results = await asyncio.wait_for(
@@ -250,21 +256,88 @@ def test_bad_label_is_a_clear_error():
     assert executor.EpisodeLabel.parse({"env_id": "AgentFly/Math-v0", "seed": 2}).seed == 2
 
 
-def test_settings_come_from_the_environment(monkeypatch):
-    monkeypatch.setenv("AGENTFLY_ENV_POOL", "ray")
-    monkeypatch.setenv("AGENTFLY_ENV_POOL_SIZE", "3")
-    monkeypatch.setenv("AGENTFLY_ENV_ACTOR_OPTIONS", '{"num_cpus": 0.5, "resources": {"env_node": 1}}')
-    settings = executor.Settings.from_environ()
-    assert (settings.pool_backend, settings.pool_size) == ("ray", 3)
-    assert settings.actor_options == {"num_cpus": 0.5, "resources": {"env_node": 1}}
-    monkeypatch.setenv("AGENTFLY_ENV_POOL", "gpu")
-    with pytest.raises(ValueError, match="AGENTFLY_ENV_POOL must be ray, local or auto"):
-        executor.Settings.from_environ()
+#: Settings with every field away from its default.
+SETTINGS = Settings(
+    pool="ray",
+    pool_size=3,
+    actor_options={"num_cpus": 0.5, "resources": {"env_node": 1}},
+    observation_role="user",
+    lease_timeout_s=30.0,
+    min_turn_tokens=8,
+    max_turn_tokens=48,
+    stop=("</answer>",),
+    top_k=20,
+    max_turns=2,
+    agent=AgentConfig(command="python /abs/agent.py", timeout_s=60),
+)
 
 
-def test_instance_outside_the_executor_says_what_to_load(agent_module):
+def test_the_settings_file_round_trips_and_says_what_is_wrong(tmp_path):
+    path = tmp_path / SETTINGS_FILE
+    SETTINGS.write(path)
+    assert Settings.read(path) == SETTINGS and Settings.read(path) != Settings()
+    for bad, field in [
+        ({"pool": "gpu"}, "pool"),
+        ({"agent": {"timeout_s": -1}}, "agent.timeout_s"),
+        ({"turns": 2}, "turns"),
+    ]:
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=rf"not an AgentFly plug-in settings file: .*{field}"):
+            Settings.read(path)
+
+
+@pytest.mark.parametrize("program", [False, True], ids=["env-loop", "program"])
+def test_the_generated_agent_file_builds_the_executor_with_its_files_settings(tmp_path, monkeypatch, program):
+    """Loaded by path, as OpenRLHF loads it, from any working directory: ``AgentExecutor()`` reads the settings
+    file beside it."""
+    settings = SETTINGS if program else msgspec.structs.replace(SETTINGS, agent=AgentConfig())
+    agent_file = write_plugin(tmp_path / "job", settings)
+    assert agent_file == tmp_path / "job" / "agentfly_agent.py"
+    monkeypatch.chdir(tmp_path)
+    built = load_agent_file(agent_file).AgentExecutor()
+    assert built.settings == settings and built.settings_file == tmp_path / "job" / SETTINGS_FILE
+    expected = program_executor.ProgramExecutor if program else executor.AgentExecutor
+    assert isinstance(built, expected) and type(built) is not expected
+    if program:
+        assert built.agent.argv == ["python", "/abs/agent.py"]
+    # The files are the run's: what changes in the settings file reaches the next executor built.
+    msgspec.structs.replace(settings, pool_size=5).write(tmp_path / "job" / SETTINGS_FILE)
+    assert load_agent_file(agent_file).AgentExecutor().settings.pool_size == 5
+    # A settings argument wins over the file; the plain classes (agent.py) play with the defaults.
+    assert executor.AgentExecutor.bound(tmp_path / "nowhere.json")(settings=Settings(top_k=3)).settings.top_k == 3
+    assert load_agent_file().AgentExecutor().settings == Settings()
+
+
+def test_instance_outside_the_executor_says_what_to_load():
     with pytest.raises(RuntimeError, match="agent_func_path"):
-        agent_module.AgentInstance()
+        load_agent_file().AgentInstance()
+
+
+# ----------------------------------------------------------------------------- the turn limit
+
+
+async def test_the_runs_turn_limit_reaches_the_env_and_a_labels_own_wins(tokenizer, tmp_path):
+    """The labels carry no ``max_turns`` (the launcher exports none): ``Settings.max_turns`` is the env's, unless
+    the label's options set it."""
+    env_id, options = MATH
+    actions, _, expected = expert_episode(env_id, options, 3)
+    assert len(actions) == 2  # the calculator, then the answer
+    agent = plugin(tmp_path, pool="local", max_turns=1).AgentExecutor()
+    try:
+        prompt, label = prompt_row(tmp_path, tokenizer, env_id, options, 3)
+        assert "max_turns" not in json.loads(label)["options"]
+        engine = ScriptedEngine(tokenizer, actions)
+        cut = await agent.execute(prompt, label, Sampling(), 4096, tokenizer, engine)
+        assert len(engine.calls) == 1 and cut["reward"] == 0.0 and cut["extra_logs"]["truncated"] == 1.0
+        lease = await executor.env_pool(executor.EpisodeLabel.parse(label), agent.settings).acquire()
+        assert lease.resource.unwrapped.max_turns == 1
+        await lease.release()
+        prompt, label = prompt_row(tmp_path, tokenizer, env_id, {**options, "max_turns": 5}, 3)
+        engine = ScriptedEngine(tokenizer, actions)
+        played = await agent.execute(prompt, label, Sampling(), 4096, tokenizer, engine)
+        assert len(engine.calls) == 2 and played["reward"] == pytest.approx(expected) and expected > 0
+    finally:
+        await executor.close_pools()
 
 
 def test_observation_text_cannot_fake_a_turn(tokenizer):

@@ -24,11 +24,12 @@ from subprocess import list2cmdline
 from types import SimpleNamespace
 from typing import Any
 
+import msgspec
 import pytest
 
 from agentfly_train.backends import backend_class
-from agentfly_train.backends.openrlhf import AGENT_FILE
 from agentfly_train.backends.openrlhf.launcher import ENTRY_MODULE, PACKAGES, OpenRLHFLauncher, core_requirements
+from agentfly_train.backends.openrlhf.settings import AGENT_FILE_NAME, SETTINGS_FILE, Settings
 from agentfly_train.cli import main
 from agentfly_train.config import ALGORITHMS, Config, ConfigError, apply_overrides
 
@@ -101,7 +102,8 @@ def test_every_algorithm_is_accepted_by_openrlhf(tmp_path, algo):
     assert args.algo.advantage.estimator == ALGORITHMS[algo].estimator
     assert args.rollout.n_samples_per_prompt == 4 and args.rollout.batch_size == 8
     assert args.actor.model_name_or_path == MODEL
-    assert args.train.agent_func_path == str(AGENT_FILE) and AGENT_FILE.is_file()
+    agent_file = tmp_path / "run dir" / "openrlhf" / AGENT_FILE_NAME
+    assert args.train.agent_func_path == str(agent_file) and agent_file.is_file()
     assert args.reward.remote_url == ["agent"]  # OpenRLHF's mark for an agent plug-in: no reward model
     # ppo trains a critic, which OpenRLHF makes from the policy; the other estimators have none.
     assert args.critic.model_name_or_path == (MODEL if algo == "ppo" else None)
@@ -283,9 +285,10 @@ def test_submit_command_passes_through_ray_job_submit(tmp_path):
     args = openrlhf_parse(entry[3:])
     runtime_env = json.loads(params["runtime_env_json"])
     job_dir = Path(runtime_env["working_dir"])
-    assert job_dir == tmp_path / "run dir" / "openrlhf" and runtime_env["env_vars"] == launcher.env
+    assert job_dir == tmp_path / "run dir" / "openrlhf" and runtime_env["env_vars"] == launcher.env == {}
     # Paths are relative to the working dir, which is every worker's cwd on the cluster.
-    assert (job_dir / args.train.agent_func_path).resolve() == AGENT_FILE.resolve()
+    assert args.train.agent_func_path == AGENT_FILE_NAME and (job_dir / AGENT_FILE_NAME) == launcher.agent_file
+    assert Settings.read(job_dir / SETTINGS_FILE) == launcher.settings
     assert len(lines(job_dir / args.data.prompt_dataset)) == 16 and len(lines(job_dir / args.eval.dataset)) == 64
     assert (
         args.ckpt.path == "/shared/runs/x/checkpoints" and args.logger.tensorboard_dir == "/shared/runs/x/tensorboard"
@@ -303,22 +306,13 @@ def test_runtime_env_overrides_merge(tmp_path):
         tmp_path,
         [
             "openrlhf.requirements=false",
-            "openrlhf.env_vars={AGENTFLY_LEASE_TIMEOUT_S = 900}",
+            "openrlhf.env_vars={OMP_NUM_THREADS = 4}",
             'openrlhf.runtime_env={env_vars = {NCCL_DEBUG = "INFO"}, pip = ["extra-pkg==1.0"]}',
         ],
     )
     runtime_env = json.loads(params["runtime_env_json"])
     assert runtime_env["pip"] == ["extra-pkg==1.0"]
-    assert runtime_env["env_vars"] == {
-        "AGENTFLY_ENV_POOL": "ray",
-        "AGENTFLY_ENV_POOL_SIZE": "16",
-        "AGENTFLY_OBSERVATION_ROLE": "tool",
-        "AGENTFLY_MAX_TURN_TOKENS": "256",
-        "AGENTFLY_STOP": "[]",
-        "AGENTFLY_TOP_K": "0",
-        "AGENTFLY_LEASE_TIMEOUT_S": "900",
-        "NCCL_DEBUG": "INFO",
-    }
+    assert runtime_env["env_vars"] == {"OMP_NUM_THREADS": "4", "NCCL_DEBUG": "INFO"}
 
 
 def test_submit_rejects_words_ray_would_mangle(tmp_path):
@@ -342,9 +336,15 @@ ray.init(address="local", num_cpus=1, include_dashboard=False, runtime_env=runti
 
 @ray.remote
 def probe(agent_file, data):
+    import importlib.util, msgspec
     import agentfly_envs, agentfly_train.backends.openrlhf as plugin
+    spec = importlib.util.spec_from_file_location("agent_module", agent_file)  # as OpenRLHF's _load_agent_executor
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    executor = module.AgentExecutor()
     return {"cwd": os.getcwd(), "envs": agentfly_envs.__file__, "plugin": plugin.__file__, "agent": os.path.isfile(agent_file),
-            "rows": sum(1 for _ in open(data)), "env": {k: v for k, v in os.environ.items() if k.startswith("AGENTFLY_")}}
+            "rows": sum(1 for _ in open(data)), "env": {k: v for k, v in os.environ.items() if k.startswith("AGENTFLY_")},
+            "settings": msgspec.to_builtins(executor.settings), "executor": sys.modules[type(executor).__mro__[1].__module__].__file__}
 
 print(json.dumps(ray.get(probe.remote(sys.argv[2], sys.argv[3]))))
 ray.shutdown()
@@ -365,9 +365,11 @@ def test_a_submitted_job_runs_the_shipped_code_from_its_working_dir(tmp_path):
     )
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
-    assert seen["agent"] and seen["rows"] == 16 and seen["env"] == launcher.env
+    assert seen["agent"] and seen["rows"] == 16 and seen["env"] == {}
+    # The agent file builds the executor with the settings file the job carries beside it.
+    assert seen["settings"] == json.loads(msgspec.json.encode(launcher.settings)) and seen["settings"]["pool"] == "ray"
     # The imports resolve to the uploaded copy in the worker's cwd, not to this checkout.
-    assert seen["envs"].startswith(seen["cwd"]) and seen["plugin"].startswith(seen["cwd"])
+    assert all(seen[name].startswith(seen["cwd"]) for name in ("envs", "plugin", "executor"))
     assert not seen["cwd"].startswith(str(tmp_path))
 
 
@@ -402,24 +404,22 @@ def test_cli_dry_run_prints_one_shell_line_openrlhf_accepts(tmp_path, capsys):
     printed = capsys.readouterr().out.strip().splitlines()
     assert code == 0 and all(line.startswith("# ") for line in printed[:-1])
     words = shlex.split(printed[-1])
-    env = dict(word.split("=", 1) for word in words[:7])
-    assert env == {
-        "AGENTFLY_ENV_POOL": "ray",
-        "AGENTFLY_ENV_POOL_SIZE": "4",
-        "AGENTFLY_OBSERVATION_ROLE": "tool",
-        "AGENTFLY_MAX_TURN_TOKENS": "256",
-        "AGENTFLY_STOP": "[]",
-        "AGENTFLY_TOP_K": "0",
-        "NOTE": "a b",
-    }
-    assert words[7:10] == [sys.executable, "-m", ENTRY_MODULE]
-    args = openrlhf_parse(words[10:])
+    assert words[0] == "NOTE=a b"  # only openrlhf.env_vars: the plug-in's settings are in a file
+    assert words[1:4] == [sys.executable, "-m", ENTRY_MODULE]
+    args = openrlhf_parse(words[4:])
+    settings_file = out / "openrlhf" / SETTINGS_FILE
+    assert args.train.agent_func_path == str(out / "openrlhf" / AGENT_FILE_NAME)
+    assert Settings.read(settings_file).pool_size == 4
+    assert any(
+        line.startswith(f"# plug-in: {args.train.agent_func_path}") and str(settings_file) in line for line in printed
+    )
     assert (args.algo.advantage.estimator, args.rollout.n_samples_per_prompt, args.actor.adam.lr) == ("rloo", 8, 2e-6)
     assert (
         Path(args.data.prompt_dataset) == out / "openrlhf" / "train.jsonl"
         and len(lines(args.data.prompt_dataset)) == 24
     )
     assert not (out / "checkpoints").exists() and sorted(p.name for p in out.iterdir()) == ["openrlhf"]
+    assert sorted(p.name for p in (out / "openrlhf").iterdir()) == [SETTINGS_FILE, AGENT_FILE_NAME, "train.jsonl"]
 
 
 def test_preset_dry_run_is_a_valid_eight_gpu_command(tmp_path, capsys):
@@ -442,7 +442,8 @@ def test_cluster_guide_example_is_a_valid_sixteen_gpu_command(tmp_path):
         entry_args(OpenRLHFLauncher(Config.from_dict(data).validate(check_model=False), dry_run=True).argv)
     )
     assert args.actor.num_nodes * args.actor.num_gpus_per_node == args.vllm.num_engines == 16
-    assert json.loads(lines(args.data.prompt_dataset)[0]["label"])["options"]["max_turns"] == 6
+    assert Settings.read(Path(args.train.agent_func_path).with_name(SETTINGS_FILE)).max_turns == 6
+    assert "max_turns" not in json.loads(lines(args.data.prompt_dataset)[0]["label"])["options"]
 
 
 def test_bundled_model_is_named_not_converted_by_a_dry_run(tmp_path):
@@ -482,27 +483,46 @@ def test_a_turns_own_sampling_settings_travel_to_the_plugin(tmp_path):
     """OpenRLHF's loop gives a turn all of max_len; the plug-in reads the turn's budget, stop strings and top-k."""
     launcher = launcher_for(tmp_path, ['rollout.stop=["</answer>"]', "rollout.max_new_tokens=48", "rollout.top_k=20"])
     assert not any("not carried" in note for note in launcher.notes)
-    assert (
-        launcher.env["AGENTFLY_STOP"],
-        launcher.env["AGENTFLY_MAX_TURN_TOKENS"],
-        launcher.env["AGENTFLY_TOP_K"],
-    ) == (
-        '["</answer>"]',
-        "48",
-        "20",
+    settings = Settings.read(launcher.job_dir / SETTINGS_FILE)
+    assert (settings.stop, settings.max_turn_tokens, settings.top_k) == (("</answer>",), 48, 20)
+
+
+def test_the_plugins_settings_travel_in_its_file_and_no_variable(tmp_path):
+    """Every plug-in setting comes from the config into the settings file; the run's environment gets only
+    ``openrlhf.env_vars``, with no ``AGENTFLY_*`` variable."""
+    launcher = launcher_for(
+        tmp_path,
+        [
+            'openrlhf.env_pool="local"',
+            "openrlhf.env_pool_size=3",
+            "openrlhf.env_actor_options={num_cpus = 0.5, resources = {env_node = 1}}",
+            "openrlhf.lease_timeout_s=30",
+            "openrlhf.min_turn_tokens=8",
+            'rollout.observation_role="user"',
+            'openrlhf.env_vars={NCCL_DEBUG = "INFO"}',
+        ],
     )
+    assert launcher.env == {"NCCL_DEBUG": "INFO"} and launcher.runtime_env is None
+    settings = Settings.read(launcher.job_dir / SETTINGS_FILE)
+    assert settings == launcher.settings
+    assert (settings.pool, settings.pool_size, settings.observation_role) == ("local", 3, "user")
+    assert settings.actor_options == {"num_cpus": 0.5, "resources": {"env_node": 1}}
+    assert (settings.lease_timeout_s, settings.min_turn_tokens) == (30.0, 8)
+    assert not any(word.startswith("AGENTFLY_") for word in shlex.split(launcher.shell()))
 
 
-def test_the_turn_limit_travels_in_every_label(tmp_path):
-    """OpenRLHF's loop has no turn limit, so the env enforces it: ``max_turns`` joins the labels' options."""
+def test_the_turn_limit_travels_in_the_settings_not_the_labels(tmp_path):
+    """OpenRLHF's loop has no turn limit, so the env enforces it: the plug-in gives the env ``rollout.max_turns``;
+    the labels carry only the env's own options (test_openrlhf_agent.py plays both)."""
     launcher = launcher_for(tmp_path, ["rollout.max_turns=2"])
     labels = [
         json.loads(json.loads(line)["label"]) for line in (launcher.job_dir / "train.jsonl").read_text().splitlines()
     ]
-    assert labels and all(label["options"]["max_turns"] == 2 for label in labels)
+    assert labels and not any("max_turns" in label["options"] for label in labels)
+    assert Settings.read(launcher.job_dir / SETTINGS_FILE).max_turns == 2
     chosen = launcher_for(tmp_path, ["rollout.max_turns=2", "env.options.max_turns=5"])
     label = json.loads(json.loads((chosen.job_dir / "train.jsonl").read_text().splitlines()[0])["label"])
-    assert label["options"]["max_turns"] == 5
+    assert label["options"]["max_turns"] == 5 and chosen.settings.max_turns == 2  # the label's own wins in the env
 
 
 @pytest.mark.parametrize(
@@ -525,6 +545,14 @@ def test_the_turn_limit_travels_in_every_label(tmp_path):
         (["openrlhf.zero_stage=4"], "zero_stage must be 0, 1, 2 or 3"),
         (["openrlhf.vllm_gpu_memory_utilization=1.5"], r"must be in \(0, 1\]"),
         (['openrlhf.env_pool="remote"'], "openrlhf.env_pool must be one of"),
+        (
+            ["openrlhf.env_vars={AGENTFLY_ENV_ACTOR_OPTIONS = '{\"num_cpus\": 1}'}"],
+            "openrlhf.env_vars sets AGENTFLY_ENV_ACTOR_OPTIONS, which the plug-in does not read.*set openrlhf.env_actor_options",
+        ),
+        (
+            ["openrlhf.runtime_env={env_vars = {AGENTFLY_STOP = '[]'}}"],
+            "openrlhf.runtime_env sets AGENTFLY_STOP.*set rollout.stop",
+        ),
     ],
 )
 def test_bad_openrlhf_configs_are_clear(overrides, message):

@@ -1,6 +1,8 @@
 """Agent programs on the OpenRLHF backend: ``program_agent.py`` driven as OpenRLHF 0.11.2 drives it.
 
-The plug-in file is loaded by path, as OpenRLHF's ``_load_agent_executor`` does, and its ``execute`` is called as
+The agent file the launcher writes for a program (``write_plugin``: the program executor bound to a settings file
+whose ``agent`` names the program) is loaded by path, as OpenRLHF's ``_load_agent_executor`` does, and its
+``execute`` is called as
 the rollout actor calls it, with vLLM's own ``SamplingParams``, SmolLM2's real tokenizer, the real
 AgentFly/Math-v0 task of the ``agent-calculator`` preset and the real example program
 (``examples/calculator_agent.py``). Only the engine is a stand-in: :class:`ScriptedEngine` answers like
@@ -22,7 +24,8 @@ from openrlhf.utils.agent import AgentExecutorBase
 from serving import REPO_ROOT
 
 from agentfly_train.backends.openrlhf import PROGRAM_AGENT_FILE, executor, program_executor
-from agentfly_train.config import Config
+from agentfly_train.backends.openrlhf.settings import SETTINGS_FILE, Settings, write_plugin
+from agentfly_train.config import AgentConfig, Config
 from agentfly_train.dataset import export_tasks
 
 openai = pytest.importorskip("openai")
@@ -93,20 +96,29 @@ def sampling(logprobs: int | None = 1) -> vllm.SamplingParams:
     return vllm.SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_tokens=64, min_tokens=1, logprobs=logprobs)
 
 
+def load_agent_file(path):
+    """An agent file loaded the way OpenRLHF's ``_load_agent_executor`` loads it: by path, not put in
+    ``sys.modules``."""
+    spec = importlib.util.spec_from_file_location("agent_module", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert issubclass(module.AgentExecutor, AgentExecutorBase)
+    return module
+
+
 @pytest.fixture
-async def program_agent(monkeypatch):
-    """``program_agent.py``'s executor for an agent: ``program_agent(program=..., timeout_s=...)`` (the
-    ``[agent]`` fields), built as OpenRLHF builds it, with in-process env pools; gateways and pools are closed
-    after the test."""
+async def program_agent(tmp_path):
+    """The executor of the agent file the launcher writes for an agent: ``program_agent(program=...,
+    timeout_s=...)`` (the ``[agent]`` fields), built as OpenRLHF builds it, with in-process env pools; gateways and
+    pools are closed after the test."""
+    made = []
 
     def make(**agent):
-        monkeypatch.setenv("AGENTFLY_ENV_POOL", "local")
-        monkeypatch.setenv("AGENTFLY_AGENT", json.dumps(agent))
-        spec = importlib.util.spec_from_file_location("agent_module", PROGRAM_AGENT_FILE)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        assert issubclass(module.AgentExecutor, AgentExecutorBase)
-        return module.AgentExecutor()
+        settings = Settings(pool="local", agent=AgentConfig(**agent))
+        made.append(write_plugin(tmp_path / f"plugin-{len(made)}", settings))
+        built = load_agent_file(made[-1]).AgentExecutor()
+        assert built.settings == settings
+        return built
 
     yield make
     await program_executor.close_gateways()
@@ -258,16 +270,22 @@ async def test_a_failed_episode_is_a_valid_row_at_reward_zero(
 # ----------------------------------------------------------------------------- settings
 
 
-def test_the_program_executor_needs_an_agent_and_says_so(monkeypatch):
-    monkeypatch.delenv("AGENTFLY_AGENT", raising=False)
-    with pytest.raises(ValueError, match=r"AGENTFLY_AGENT must name one.*agent\.py"):
-        program_executor.ProgramExecutor()
-    monkeypatch.setenv("AGENTFLY_AGENT", '{"program": "x.py:f", "timeout_s": -1}')
-    with pytest.raises(ValueError, match=r"AGENTFLY_AGENT must be JSON of the \[agent\] section"):
-        program_executor.ProgramExecutor()
+def test_the_program_executor_needs_an_agent_and_says_so(tmp_path):
+    # program_agent.py, the agent file with the default settings, names no program.
+    with pytest.raises(ValueError, match=r"agent must name one.*Settings\(\) \(no settings file\) has none"):
+        load_agent_file(PROGRAM_AGENT_FILE).AgentExecutor()
+    settings_file = tmp_path / SETTINGS_FILE
+    Settings(pool="local").write(settings_file)
+    with pytest.raises(ValueError, match=rf"agent must name one.*settings file {settings_file} has none"):
+        program_executor.ProgramExecutor.bound(settings_file)()
+    settings_file.write_text(json.dumps({"agent": {"program": "x.py:f", "timeout_s": -1}}))
+    with pytest.raises(ValueError, match=r"not an AgentFly plug-in settings file: .*agent\.timeout_s"):
+        program_executor.ProgramExecutor.bound(settings_file)()
 
 
-def test_a_command_is_loaded_from_the_settings(monkeypatch):
-    monkeypatch.setenv("AGENTFLY_AGENT", json.dumps({"command": "python agent.py --fast", "returns": "reward"}))
-    agent = program_executor.ProgramExecutor().agent
+def test_a_command_is_loaded_from_the_settings(tmp_path):
+    settings = Settings(agent=AgentConfig(command="python agent.py --fast", returns="reward"))
+    agent = program_executor.ProgramExecutor(settings).agent
     assert (agent.argv, agent.returns) == (["python", "agent.py", "--fast"], "reward")
+    built = load_agent_file(write_plugin(tmp_path, settings)).AgentExecutor()
+    assert (built.agent.argv, built.agent.returns) == (["python", "agent.py", "--fast"], "reward")

@@ -1,7 +1,8 @@
 """Agent programs on OpenRLHF 0.11.2's own rollout actor with a real vLLM engine (vLLM's CPU build, SmolLM2-135M).
 
 OpenRLHF's ``RolloutRayActor`` is built in this process (the ``openrlhf_actor`` fixture of conftest.py) with the
-program plug-in, ``program_agent.py``; its ``generate_responses``, what OpenRLHF's sample generator calls for a
+program plug-in (the agent file the launcher writes for a program, bound to its settings file); its
+``generate_responses``, what OpenRLHF's sample generator calls for a
 prompt row, runs the example calculator agent through the gateway against the actor's own engine: first as a
 function (``--agent examples/calculator_agent.py:solve``, an ``openai`` client program), then as a command
 (``--agent-command "python examples/calculator_agent_command.py"``). Every output the engine returns is recorded,
@@ -10,7 +11,6 @@ so each returned row is held to it token for token, and then turned into a train
 
 from __future__ import annotations
 
-import json
 import sys
 
 import vllm
@@ -18,12 +18,13 @@ from openrlhf.trainer.ray.vllm_engine import _load_agent_executor
 from serving import REPO_ROOT
 from test_openrlhf_program import as_experience, calculator_prompt
 
-from agentfly_train.backends.openrlhf import PROGRAM_AGENT_FILE
+from agentfly_train.backends.openrlhf.settings import Settings, write_plugin
+from agentfly_train.config import AgentConfig
 
 MAX_LENGTH = 512
 TURN_TOKENS = 16
-PROGRAM = {"program": f"{REPO_ROOT}/examples/calculator_agent.py:solve", "tools": False, "timeout_s": 120}
-COMMAND = {"command": f"{sys.executable} {REPO_ROOT}/examples/calculator_agent_command.py", "tools": False}
+PROGRAM = AgentConfig(program=f"{REPO_ROOT}/examples/calculator_agent.py:solve", tools=False, timeout_s=120)
+COMMAND = AgentConfig(command=f"{sys.executable} {REPO_ROOT}/examples/calculator_agent_command.py", tools=False)
 
 
 def assert_rows_are_what_vllm_sampled(rows: list[dict], outputs: list) -> None:
@@ -52,12 +53,9 @@ def assert_rows_are_what_vllm_sampled(rows: list[dict], outputs: list) -> None:
     assert unmatched == []
 
 
-async def test_programs_on_openrlhfs_actor_return_exactly_what_vllm_sampled(
-    openrlhf_actor, monkeypatch, tokenizer, tmp_path
-):
-    monkeypatch.setenv("AGENTFLY_AGENT", json.dumps(PROGRAM))
-    monkeypatch.setenv("AGENTFLY_MAX_TURN_TOKENS", str(TURN_TOKENS))
-    actor = await openrlhf_actor(PROGRAM_AGENT_FILE, MAX_LENGTH)
+async def test_programs_on_openrlhfs_actor_return_exactly_what_vllm_sampled(openrlhf_actor, tokenizer, tmp_path):
+    settings = Settings(pool="local", max_turn_tokens=TURN_TOKENS, agent=PROGRAM)
+    actor = await openrlhf_actor(settings, MAX_LENGTH)
     prompt, label = calculator_prompt(tmp_path, tokenizer, seed=3)
     sampling = vllm.SamplingParams(temperature=1.0, top_p=1.0, max_tokens=None, min_tokens=1, logprobs=1)
 
@@ -66,8 +64,11 @@ async def test_programs_on_openrlhfs_actor_return_exactly_what_vllm_sampled(
     assert_rows_are_what_vllm_sampled(rows, actor.outputs)
 
     # The same agent as a command: a process of its own, which reaches the actor's gateway from outside.
-    monkeypatch.setenv("AGENTFLY_AGENT", json.dumps(COMMAND))
-    actor.executor = _load_agent_executor(str(PROGRAM_AGENT_FILE))  # as OpenRLHF loads it
+    command_file = write_plugin(
+        tmp_path / "command", Settings(pool="local", max_turn_tokens=TURN_TOKENS, agent=COMMAND)
+    )
+    actor.executor = _load_agent_executor(str(command_file))  # as OpenRLHF loads it
+    assert actor.executor.settings.agent == COMMAND
     actor.outputs.clear()
     rows = await actor.generate_responses(prompt, label, sampling, MAX_LENGTH, tokenizer, num_samples=1)
     assert_rows_are_what_vllm_sampled(rows, actor.outputs)

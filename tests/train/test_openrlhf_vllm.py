@@ -1,7 +1,8 @@
 """OpenRLHF 0.11.2's own rollout actor and agent loop on a real vLLM engine (vLLM's CPU build).
 
 OpenRLHF's ``RolloutRayActor`` (``openrlhf.trainer.ray.vllm_engine``) is built in this process
-(the ``openrlhf_actor`` fixture of conftest.py): it loads this project's plug-in by path and starts
+(the ``openrlhf_actor`` fixture of conftest.py): it loads this project's plug-in by path (the agent file
+the launcher writes, bound to a settings file beside it) and starts
 vLLM's async engine on SmolLM2-135M. Its
 ``generate_responses`` is what OpenRLHF's sample generator calls for a prompt row: it runs
 ``MultiTurnAgentExecutor.execute`` through the plug-in's ``AgentExecutor`` against the real engine.
@@ -16,7 +17,7 @@ import pytest
 import torch
 import vllm
 
-from agentfly_train.backends.openrlhf import AGENT_FILE
+from agentfly_train.backends.openrlhf.settings import Settings
 from agentfly_train.config import Config
 from agentfly_train.dataset import export_tasks
 
@@ -27,11 +28,11 @@ TURN_TOKENS = 40
 
 
 @pytest.fixture
-async def actor(openrlhf_actor, monkeypatch):
-    """OpenRLHF's vLLM rollout actor with this project's env-loop plug-in (see the ``openrlhf_actor`` fixture)."""
-    monkeypatch.setenv("AGENTFLY_MAX_TURN_TOKENS", str(TURN_TOKENS))
-    monkeypatch.setenv("AGENTFLY_STOP", json.dumps(["</tool_call>"]))
-    return await openrlhf_actor(AGENT_FILE, MAX_LENGTH)
+async def actor(openrlhf_actor):
+    """OpenRLHF's vLLM rollout actor with this project's env-loop plug-in (see the ``openrlhf_actor`` fixture),
+    in-process env pools, a turn budget and a stop string."""
+    settings = Settings(pool="local", max_turn_tokens=TURN_TOKENS, stop=("</tool_call>",))
+    return await openrlhf_actor(settings, MAX_LENGTH)
 
 
 def prompt_row(tmp_path, tokenizer, env_id: str, options: dict, seed: int) -> tuple[str, str]:

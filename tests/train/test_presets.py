@@ -20,6 +20,7 @@ import pytest
 from test_openrlhf_launcher import entry_args, lines, openrlhf_parse
 
 from agentfly_train.backends.openrlhf import launcher
+from agentfly_train.backends.openrlhf.settings import SETTINGS_FILE, Settings
 from agentfly_train.cli import main
 from agentfly_train.config import PRESET_DIR, Config, ConfigError, preset_names
 
@@ -86,7 +87,9 @@ def test_openrlhf_presets_dry_run_to_a_command_openrlhf_accepts(name, tmp_path, 
     assert args.actor.num_nodes * args.actor.num_gpus_per_node == config.openrlhf.actor_gpus
     labels = [json.loads(row["label"]) for row in lines(args.data.prompt_dataset)]
     assert len(labels) == EXPORTED and all(label["env_id"] == config.env.id for label in labels)
-    assert all(label["options"]["max_turns"] == rollout.max_turns for label in labels)  # the env enforces the budget
+    # The env enforces the turn budget: the plug-in's settings carry it, the labels do not.
+    assert Settings.read(Path(args.train.agent_func_path).with_name(SETTINGS_FILE)).max_turns == rollout.max_turns
+    assert all(label["options"].get("max_turns") == config.env.options.get("max_turns") for label in labels)
     if config.openrlhf.eval_every:
         assert args.eval.steps == config.openrlhf.eval_every and len(lines(args.eval.dataset)) == EXPORTED
 

@@ -18,16 +18,30 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 import msgspec
 
 from agentfly_train.algorithm_registry import ALGORITHMS
-from agentfly_train.config import AtLeastOne, BackendSection, ZeroOrMore
+from agentfly_train.config import AtLeastOne, BackendSection, Positive, ZeroOrMore
 
 if TYPE_CHECKING:
     from agentfly_train.config import Config
 
 #: Which roles share GPUs (OpenRLHF's ``--train.colocate_*`` flags).
 Colocate = Literal["all", "actor-ref", "critic-reward", "actor-ref+critic-reward", "none"]
-#: Where the plug-in keeps its envs (``openrlhf.env_pool``, ``AGENTFLY_ENV_POOL``).
+#: Where the plug-in keeps its envs (``openrlhf.env_pool``, the settings file's ``pool``).
 EnvPool = Literal["ray", "local", "auto"]
 ENV_POOLS: tuple[str, ...] = get_args(EnvPool)
+#: Environment variables the plug-in does not read, each with the config field that sets what it names: the plug-in's
+#: settings travel in the settings file the launcher writes, so ``env_vars`` refuses them.
+PLUGIN_VARIABLES = {
+    "AGENTFLY_ENV_POOL": "openrlhf.env_pool",
+    "AGENTFLY_ENV_POOL_SIZE": "openrlhf.env_pool_size",
+    "AGENTFLY_ENV_ACTOR_OPTIONS": "openrlhf.env_actor_options",
+    "AGENTFLY_LEASE_TIMEOUT_S": "openrlhf.lease_timeout_s",
+    "AGENTFLY_MIN_TURN_TOKENS": "openrlhf.min_turn_tokens",
+    "AGENTFLY_OBSERVATION_ROLE": "rollout.observation_role",
+    "AGENTFLY_MAX_TURN_TOKENS": "rollout.max_new_tokens",
+    "AGENTFLY_STOP": "rollout.stop",
+    "AGENTFLY_TOP_K": "rollout.top_k",
+    "AGENTFLY_AGENT": "the [agent] section",
+}
 
 
 class OpenRLHFConfig(BackendSection):
@@ -93,8 +107,17 @@ class OpenRLHFConfig(BackendSection):
     the vLLM engine's process) or ``auto`` (Ray when it runs)."""
     env_pool_size: AtLeastOne = 16
     """Env instances per env (and options) in each vLLM engine process."""
+    env_actor_options: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Ray options of the env actors (fields of ``agentfly_env.resources.distributed.RayEnvOptions``), e.g. ``{resources
+    = {env_node = 1}}`` to place them on CPU nodes that have that resource."""
+    lease_timeout_s: Positive = 600.0
+    """How long an episode waits for a free env of its pool."""
+    min_turn_tokens: ZeroOrMore = 16
+    """Room a model turn needs to be worth generating: an episode whose next observation leaves less of the token
+    budget ends truncated (``truncation_context``)."""
     env_vars: dict[str, Any] = msgspec.field(default_factory=dict)
-    """More environment variables for the run (e.g. ``AGENTFLY_LEASE_TIMEOUT_S``)."""
+    """More environment variables for the run (e.g. ``{NCCL_DEBUG = "INFO"}``); the plug-in's own settings are in the
+    settings file the launcher writes, from this section and ``[rollout]``."""
     ray_address: str = ""
     """Empty: run the command here (a GPU machine with the ``openrlhf`` extra). Set (``http://head:8265``): submit it to
     that cluster with ``ray job submit``."""
@@ -139,6 +162,13 @@ class OpenRLHFConfig(BackendSection):
 
     def problem(self, run: Config) -> str | None:
         """What OpenRLHF would reject (or silently mishandle) in this layout for ``run``, or None."""
+        for where, variables in (("env_vars", self.env_vars), ("runtime_env", self.runtime_env.get("env_vars", {}))):
+            for name in variables if isinstance(variables, dict) else ():
+                if name in PLUGIN_VARIABLES:
+                    return (
+                        f"openrlhf.{where} sets {name}, which the plug-in does not read (its settings are in the file the "
+                        f"launcher writes): set {PLUGIN_VARIABLES[name]}"
+                    )
         colocated = self.colocated
         if "all" in colocated and self.async_train:
             return (

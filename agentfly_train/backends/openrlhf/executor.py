@@ -1,8 +1,11 @@
-"""AgentFly envs as an OpenRLHF 0.11.2 agent: the executor that ``agent.py`` hands to OpenRLHF.
+"""AgentFly envs as an OpenRLHF 0.11.2 agent: the executor the plug-in's agent file hands to OpenRLHF.
 
-OpenRLHF loads ``agent.py`` by path (``--train.agent_func_path``) in every vLLM engine actor and builds
-its ``AgentExecutor()``; the code lives here, in an ordinary module, because a file loaded by path is
-not in ``sys.modules`` (dataclasses and pickling need that) and would hold a second copy of the pools.
+OpenRLHF loads the agent file by path (``--train.agent_func_path``) in every vLLM engine actor and builds its
+``AgentExecutor()``. ``agentfly-train --backend openrlhf`` writes that file, ``agentfly_agent.py``, beside the run's
+settings file (:mod:`~agentfly_train.backends.openrlhf.settings`); it exposes this module's
+:class:`AgentExecutor` bound to the settings (``AgentExecutor.bound(path)``). The code lives here, in an ordinary
+module, because a file loaded by path is not in ``sys.modules`` (dataclasses and pickling need that) and would hold
+a second copy of the pools.
 
 For each sample of a prompt row, OpenRLHF's own multi-turn loop (``MultiTurnAgentExecutor.execute``)
 creates an ``AgentInstance()`` without arguments, calls ``reset`` with the row's prompt and label, then
@@ -12,9 +15,11 @@ are and records their spans (``action_ranges``); the text ``step`` returns is to
 outside every span, so env tokens carry no loss.
 
 The label (JSON, written by :func:`agentfly_train.dataset.export_tasks`) names the env, its options and
-the seed, so the instance rebuilds exactly the task the prompt shows. Envs are leased per episode from
-a pool per (env id, options) and process: Ray actors spread over the cluster when Ray is running (as
-it is inside OpenRLHF), so blocking env code never runs on vLLM's event loop; in-process envs otherwise.
+the seed, so the instance rebuilds exactly the task the prompt shows. The run's turn limit
+(``Settings.max_turns``) joins the options as ``max_turns`` unless the label sets its own
+(:func:`env_options`). Envs are leased per episode from a pool per (env id, options) and process: Ray actors
+spread over the cluster when Ray is running (as it is inside OpenRLHF), so blocking env code never runs on
+vLLM's event loop; in-process envs otherwise.
 
 What ``step`` returns:
     * ``rewards``: the env's reward for the step (a 0-d tensor; OpenRLHF sums them over the episode);
@@ -23,14 +28,14 @@ What ``step`` returns:
       the opening of the next model turn, e.g. for ChatML ``<|im_end|>\\n<|im_start|>tool\\n{obs}
       <|im_end|>\\n<|im_start|>assistant\\n``; the closing token is left out when the model generated it.
       The same tokens the local backend appends (:meth:`ChatFormat.observation_text`).
-    * ``done`` and ``extra_logs``: turns, tool calls, parse errors, errors, success, env latency,
-      truncation and failure flags (the same keys on every step, as OpenRLHF batches them).
+    * ``done`` and ``extra_logs`` (:func:`episode_logs`): turns, tool calls, parse errors, errors, success, env
+      latency, truncation and failure flags (the same keys on every step, as OpenRLHF batches them).
 
 Per-turn sampling: OpenRLHF's loop gives every turn the whole rest of ``max_len`` as its budget (an
 untrained model fills it in a turn or two) and has no stop strings or top-k. The plug-in keeps
 OpenRLHF's ``execute`` (its contract and its token bookkeeping) and sets these on the copy of the
 sampling parameters each ``generate`` call gets: the turn's budget is the smaller of what is left and
-``AGENTFLY_MAX_TURN_TOKENS``, and ``AGENTFLY_STOP`` / ``AGENTFLY_TOP_K`` apply (stop strings kept in
+``Settings.max_turn_tokens``, and ``Settings.stop`` / ``Settings.top_k`` apply (stop strings kept in
 the output, as the local rollout keeps them). A turn cut by its own budget is ``finish_reason ==
 "length"`` to OpenRLHF, as a turn cut by ``max_len`` is.
 
@@ -38,30 +43,21 @@ OpenRLHF behaviour handled here:
     * An episode whose next turn would not fit in ``max_len`` gets no further ``step`` from OpenRLHF,
       so it would end without its final reward and keep its env leased. ``step`` ends such an episode
       itself (``truncated``, ``truncation_context=1`` in ``extra_logs``) as soon as the observation plus
-      at least ``AGENTFLY_MIN_TURN_TOKENS`` would not fit, and releases the env.
+      at least ``Settings.min_turn_tokens`` would not fit, and releases the env.
     * Env tokens count in OpenRLHF's ``response_length`` (its issue #1243), and so in the overlong
       penalty (``--algo.overlong_buffer_len``): budget that penalty for observations, or leave it off.
 
-Settings (environment variables, set by ``agentfly-train --backend openrlhf``):
-    * ``AGENTFLY_ENV_POOL``: ``ray``, ``local`` or ``auto`` (default: Ray when it is initialised).
-    * ``AGENTFLY_ENV_POOL_SIZE``: env instances per (env, options) in each engine process (default 16).
-    * ``AGENTFLY_ENV_ACTOR_OPTIONS``: JSON of :class:`~agentfly_env.resources.distributed.RayEnvOptions` fields for
-      the env actors, e.g. ``{"num_cpus": 1, "resources": {"env_node": 1}}`` to place them on CPU nodes.
-    * ``AGENTFLY_OBSERVATION_ROLE``: ``tool`` (default) or ``user``.
-    * ``AGENTFLY_LEASE_TIMEOUT_S``: how long an episode waits for a free env (default 600).
-    * ``AGENTFLY_MIN_TURN_TOKENS``: room a turn needs to be worth generating (default 16).
-    * ``AGENTFLY_MAX_TURN_TOKENS``: a turn's token budget (``rollout.max_new_tokens``; 0 = no limit of its own).
-    * ``AGENTFLY_STOP``: JSON list of stop strings (``rollout.stop``).
-    * ``AGENTFLY_TOP_K``: top-k sampling (``rollout.top_k``; 0 = off).
-    * ``AGENTFLY_AGENT``: JSON of the run's ``[agent]`` section (:class:`~agentfly_train.config.AgentConfig`) when an
-      agent program plays the episodes; read by the program executor
-      (:mod:`~agentfly_train.backends.openrlhf.program_executor`), which shares this module's labels, settings,
-      env pools and episode logs.
+Settings: one :class:`~agentfly_train.backends.openrlhf.settings.Settings` record (env pool and its size, the env
+actors' Ray options, the observation role, lease timeout, a turn's token budget and minimum room, stop strings,
+top-k, the turn limit, and the ``[agent]`` section an agent program plays with), read from the
+settings file the executor class is bound to, or given as ``AgentExecutor(settings=...)``; the program executor
+(:mod:`~agentfly_train.backends.openrlhf.program_executor`) shares them, with this module's labels, env pools and
+episode logs.
 
 Example:
-    What OpenRLHF's vLLM actor does with it, for one sample (``engine`` is the vLLM actor)::
+    What OpenRLHF's vLLM actor does with the agent file, for one sample (``engine`` is the vLLM actor)::
 
-        executor = AgentExecutor()
+        executor = AgentExecutor.bound("/runs/x/openrlhf/agentfly-settings.json")()  # what agentfly_agent.py builds
         result = await executor.execute(prompt, label, sampling_params, 2048, tokenizer, engine)
         result["observation_tokens"], result["action_ranges"], result["reward"]
 """
@@ -72,7 +68,6 @@ import asyncio
 import contextvars
 import json
 import logging
-import os
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,9 +78,8 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from agentfly_env.resources.distributed import make_env_pool
 from agentfly_env.resources.pool import Lease, ResourcePool
-from agentfly_train.backends.openrlhf.config import ENV_POOLS
+from agentfly_train.backends.openrlhf.settings import Settings, SettingsFile
 from agentfly_train.chat import ChatFormat
-from agentfly_train.config import AgentConfig
 from agentfly_train.rollout import EpisodeStats, reset_episode, step_episode
 
 logger = logging.getLogger("agentfly.openrlhf")
@@ -117,77 +111,39 @@ class EpisodeLabel(msgspec.Struct, forbid_unknown_fields=True):
             ) from None
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The plug-in's settings, read from the environment (see the module docstring)."""
-
-    pool: str = "auto"
-    pool_size: int = 16
-    actor_options: dict[str, Any] = field(default_factory=dict)
-    observation_role: str = "tool"
-    lease_timeout_s: float = 600.0
-    min_turn_tokens: int = 16
-    max_turn_tokens: int = 0
-    stop: tuple[str, ...] = ()
-    top_k: int = 0
-    agent: AgentConfig = field(default_factory=AgentConfig)
-
-    @classmethod
-    def from_environ(cls) -> Settings:
-        env = os.environ
-        settings = cls(
-            pool=env.get("AGENTFLY_ENV_POOL", cls.pool),
-            pool_size=int(env.get("AGENTFLY_ENV_POOL_SIZE", cls.pool_size)),
-            actor_options=json.loads(env.get("AGENTFLY_ENV_ACTOR_OPTIONS") or "{}"),
-            observation_role=env.get("AGENTFLY_OBSERVATION_ROLE", cls.observation_role),
-            lease_timeout_s=float(env.get("AGENTFLY_LEASE_TIMEOUT_S", cls.lease_timeout_s)),
-            min_turn_tokens=int(env.get("AGENTFLY_MIN_TURN_TOKENS", cls.min_turn_tokens)),
-            max_turn_tokens=int(env.get("AGENTFLY_MAX_TURN_TOKENS", cls.max_turn_tokens)),
-            stop=tuple(json.loads(env.get("AGENTFLY_STOP") or "[]")),
-            top_k=int(env.get("AGENTFLY_TOP_K", cls.top_k)),
-            agent=_agent_config(env.get("AGENTFLY_AGENT") or "{}"),
-        )
-        if settings.pool not in ENV_POOLS:
-            raise ValueError(
-                f"AGENTFLY_ENV_POOL must be {', '.join(ENV_POOLS[:-1])} or {ENV_POOLS[-1]}; got {settings.pool!r}"
-            )
-        return settings
-
-    @property
-    def pool_backend(self) -> str:
-        if self.pool != "auto":
-            return self.pool
-        try:
-            import ray
-        except ImportError:
-            return "local"
-        return "ray" if ray.is_initialized() else "local"
-
-
-def _agent_config(text: str) -> AgentConfig:
-    try:
-        return msgspec.json.decode(text, type=AgentConfig)
-    except (msgspec.DecodeError, msgspec.ValidationError) as error:
-        raise ValueError(
-            f'AGENTFLY_AGENT must be JSON of the [agent] section, like {{"program": "/abs/agent.py:solve"}}; '
-            f"got {text[:200]!r}: {error}"
-        ) from None
-
-
 # Pools belong to the event loop that created them; vLLM's engine keeps one loop for its lifetime.
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ResourcePool[Any]]] = weakref.WeakKeyDictionary()
 _CHAT_FORMATS: dict[tuple[int, str], ChatFormat] = {}
 
 
+def env_options(label: EpisodeLabel, settings: Settings) -> dict[str, Any]:
+    """The ``gym.make`` options of the label's env: the label's, with the run's turn limit (``settings.max_turns``)
+    as ``max_turns`` unless the label sets its own.
+
+    Example:
+        >>> label = EpisodeLabel("AgentFly/Math-v0", {"difficulty": 0})
+        >>> env_options(label, Settings(max_turns=3)), env_options(label, Settings())
+        ({'difficulty': 0, 'max_turns': 3}, {'difficulty': 0})
+        >>> env_options(EpisodeLabel("AgentFly/Math-v0", {"max_turns": 5}), Settings(max_turns=3))
+        {'max_turns': 5}
+    """
+    options = dict(label.options)
+    if settings.max_turns is not None:
+        options.setdefault("max_turns", settings.max_turns)
+    return options
+
+
 def env_pool(label: EpisodeLabel, settings: Settings) -> ResourcePool[Any]:
-    """This process's pool of ``label.env_id`` envs made with ``label.options`` (created on first use)."""
+    """This process's pool of ``label.env_id`` envs made with the label's options (:func:`env_options`), created on
+    first use."""
     pools = _POOLS.setdefault(asyncio.get_running_loop(), {})
-    key = json.dumps([label.env_id, label.options], sort_keys=True)
+    options = env_options(label, settings)
+    key = json.dumps([label.env_id, options], sort_keys=True)
     if key not in pools:
         backend = settings.pool_backend
         pools[key] = make_env_pool(
             label.env_id,
-            label.options,
+            options,
             backend=backend,
             size=settings.pool_size,
             ray_options=settings.actor_options if backend == "ray" else None,
@@ -280,8 +236,9 @@ class AgentInstance(AgentInstanceBase):
             self._episode = _EPISODE.get()
         except LookupError:
             raise RuntimeError(
-                "AgentInstance runs inside this module's AgentExecutor (it needs the generated token ids); "
-                "point --train.agent_func_path at agentfly_train/backends/openrlhf/agent.py"
+                "AgentInstance runs inside this module's AgentExecutor (it needs the generated token ids); point "
+                "--train.agent_func_path at the agent file agentfly-train writes (agentfly_agent.py) or at "
+                "agentfly_train/backends/openrlhf/agent.py"
             ) from None
         # The same bookkeeping the local rollout keeps (rewards, tool calls, errors, success, end flags).
         self._played = EpisodeStats()
@@ -343,12 +300,18 @@ class AgentInstance(AgentInstanceBase):
         }
 
 
-class AgentExecutor(MultiTurnAgentExecutor):
-    """OpenRLHF's multi-turn loop over :class:`AgentInstance`; what OpenRLHF builds from this file."""
+class AgentExecutor(MultiTurnAgentExecutor, SettingsFile):
+    """OpenRLHF's multi-turn loop over :class:`AgentInstance`; what OpenRLHF builds from the agent file.
 
-    def __init__(self) -> None:
+    Args:
+        settings: The plug-in's settings; without them (OpenRLHF's ``AgentExecutor()``), those of the file the
+            class is bound to (``AgentExecutor.bound(path)``, what the generated agent file exposes), else the
+            :class:`~agentfly_train.backends.openrlhf.settings.Settings` defaults.
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
         super().__init__(AgentInstance)
-        self.settings = Settings.from_environ()
+        self.settings = self.settings_or_file(settings)
 
     async def execute(
         self,

@@ -17,32 +17,36 @@ The :class:`~agentfly_train.config.Config` the local backend reads becomes one
   :func:`~agentfly_train.dataset.export_tasks` to ``<out_dir>/openrlhf/train.jsonl`` (one pass over
   them is the run), and ``eval.episodes`` eval-split tasks to ``eval.jsonl`` when
   ``openrlhf.eval_every`` is set; OpenRLHF renders their messages with the model's chat template;
-* the plug-in: ``--train.agent_func_path`` names :mod:`~agentfly_train.backends.openrlhf.agent`,
-  configured by ``AGENTFLY_ENV_POOL``, ``AGENTFLY_ENV_POOL_SIZE`` and ``AGENTFLY_OBSERVATION_ROLE``; with an
-  agent program (``--agent PATH.py:FUNC``, ``--agent-command CMD``) it names
-  :mod:`~agentfly_train.backends.openrlhf.program_agent` instead, and ``AGENTFLY_AGENT`` carries the ``[agent]``
-  section (a program's file as an absolute path);
+* the plug-in: its settings go into ``<out_dir>/openrlhf/agentfly-settings.json`` (a
+  :class:`~agentfly_train.backends.openrlhf.settings.Settings` record: the env pool, the observation role, a
+  turn's sampling settings, the turn limit, and with an agent program, ``--agent PATH.py:FUNC``
+  or ``--agent-command CMD``, the ``[agent]`` section with a program's file as an absolute path), and
+  ``--train.agent_func_path`` names ``agentfly_agent.py`` beside it, an agent file that binds the env loop's
+  executor (or the program executor) to that file (:func:`~agentfly_train.backends.openrlhf.settings.write_plugin`);
 * the cluster: the ``[openrlhf]`` section (:class:`~agentfly_train.backends.openrlhf.config.OpenRLHFConfig`).
 
 Three ways to launch:
 
-* ``--dry-run`` exports the prompt files and prints the command as one copy-pasteable shell line; it
+* ``--dry-run`` exports the prompt files, writes the plug-in's settings and agent files, and prints the command
+  as one copy-pasteable shell line (after ``#`` notes that show the settings); it
   needs neither vLLM nor a GPU, and converts no model (a GGUF model shows the folder it converts to).
 * By default the command runs here, in a subprocess that streams its output (a GPU machine with the
-  ``openrlhf`` extra); the ``AGENTFLY_*`` variables go in its environment, which the workers of the
-  Ray instance OpenRLHF starts inherit (an existing cluster is reached with ``openrlhf.ray_address``).
+  ``openrlhf`` extra), the agent file named by its absolute path; ``openrlhf.env_vars`` go in its environment,
+  which the workers of the Ray instance OpenRLHF starts inherit (an existing cluster is reached with
+  ``openrlhf.ray_address``).
 * With ``openrlhf.ray_address`` set it is sent to that cluster with ``ray job submit``. The job's working
-  dir is ``<out_dir>/openrlhf``: the prompt files plus links to the four import packages (Ray uploads
-  what they point at, and puts the folder on every worker's path), so the job runs this very code;
-  the ``AGENTFLY_*`` variables go in the runtime env's ``env_vars``, agentfly-gym's requirements in
-  its ``pip`` list.
+  dir is ``<out_dir>/openrlhf``: the prompt files, the settings and agent files (named by their bare file
+  names) plus links to the four import packages (Ray uploads what they point at, and puts the folder on
+  every worker's path), so the job runs this very code; ``openrlhf.env_vars`` go in the runtime env's
+  ``env_vars``, agentfly-gym's requirements in its ``pip`` list.
 
 OpenRLHF's agent loop has no per-turn budget, top-k, stop strings, assistant prefix or turn limit: an
 episode ends when its env ends it or its token budget runs out. The plug-in applies a turn's budget
-(``rollout.max_new_tokens``), top-k and stop strings to each of its ``generate`` calls
-(``AGENTFLY_MAX_TURN_TOKENS``, ``AGENTFLY_TOP_K``, ``AGENTFLY_STOP``). The turn limit is carried too:
-``rollout.max_turns`` goes into each label's env options (``max_turns``, which every AgentFly env takes)
-unless ``env.options`` sets it. The launcher notes an assistant prefix, which is not carried.
+(``rollout.max_new_tokens``), top-k and stop strings to each of its ``generate`` calls (the settings'
+``max_turn_tokens``, ``top_k``, ``stop``). The turn limit is carried too: the plug-in gives each episode's env
+``rollout.max_turns`` as its ``max_turns`` option (which every AgentFly env takes) unless the label's options
+(``env.options``) set it; the exported labels do not carry it. The launcher notes an assistant prefix, which is not
+carried.
 
 Example:
     >>> config = Config.from_dict({"backend": "openrlhf", "algo": "rloo"})
@@ -54,7 +58,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import importlib.metadata
 import importlib.util
 import json
@@ -68,7 +71,7 @@ from typing import Any
 
 import msgspec
 
-from agentfly_train.backends.openrlhf import AGENT_FILE, PROGRAM_AGENT_FILE
+from agentfly_train.backends.openrlhf.settings import SETTINGS_FILE, Settings, write_plugin
 from agentfly_train.config import AgentConfig, Config, ConfigError, RolloutConfig
 from agentfly_train.dataset import export_tasks
 from agentfly_train.models import (
@@ -81,7 +84,8 @@ from agentfly_train.models import (
 ENTRY_MODULE = "openrlhf.cli.train_ppo_ray"
 #: What a submitted job carries in its working dir: the import packages (by import name).
 PACKAGES = ("agentfly_env", "agentfly_envs", "agentfly_train", "agentfly_bench")
-#: The folder under ``out_dir`` that holds the prompt files (and, submitting, the job's working dir).
+#: The folder under ``out_dir`` that holds the prompt files, the settings and the agent file (and, submitting, is the
+#: job's working dir).
 JOB_DIR = "openrlhf"
 #: Rollout fields OpenRLHF's agent loop has no counterpart for.
 NOT_CARRIED = ("assistant_prefix",)
@@ -292,16 +296,20 @@ class OpenRLHFLauncher:
 
     Attributes:
         argv: The whole command (``ray job submit ... -- python3 -m ...`` when submitting).
-        env: The ``AGENTFLY_*`` (and ``openrlhf.env_vars``) variables the run gets.
+        env: The environment variables the run gets (``openrlhf.env_vars``).
+        settings: The plug-in's settings, written to ``job_dir / "agentfly-settings.json"``.
+        agent_file: The agent file OpenRLHF loads (``job_dir / "agentfly_agent.py"``), bound to the settings file.
         runtime_env: The Ray runtime env of a submitted job; None for a run here.
-        job_dir: Where the prompt files are (the job's working dir when submitting).
+        job_dir: Where the prompt files, the settings and the agent file are (the job's working dir when
+            submitting).
         notes: What was written where, and what the command does not carry.
         dry_run: Prepare and describe only: :meth:`fit` runs nothing.
 
     Example:
         >>> launcher = OpenRLHFLauncher(Config.from_dict({"backend": "openrlhf"}), dry_run=True)  # doctest: +SKIP
         >>> print(launcher.shell())  # doctest: +SKIP
-        AGENTFLY_ENV_POOL=ray ... /venv/bin/python -m openrlhf.cli.train_ppo_ray --actor.num_nodes 1 ...
+        /venv/bin/python -m openrlhf.cli.train_ppo_ray --actor.num_nodes 1 ... --train.agent_func_path
+        /abs/runs/x/openrlhf/agentfly_agent.py ...
     """
 
     def __init__(self, config: Config, *, dry_run: bool = False) -> None:
@@ -318,33 +326,25 @@ class OpenRLHFLauncher:
             self._secrets["WANDB_API_KEY"] = os.environ["WANDB_API_KEY"]
         out_dir = Path(config.out_dir).expanduser().resolve()
         self.job_dir = out_dir / JOB_DIR
-        self.env = {
-            "AGENTFLY_ENV_POOL": cluster.env_pool,
-            "AGENTFLY_ENV_POOL_SIZE": str(cluster.env_pool_size),
-            "AGENTFLY_OBSERVATION_ROLE": config.rollout.observation_role,
-            # OpenRLHF gives a turn all that is left of max_len: the plug-in applies the turn's own settings.
-            "AGENTFLY_MAX_TURN_TOKENS": str(config.rollout.max_new_tokens),
-            "AGENTFLY_STOP": json.dumps(config.rollout.stop),
-            "AGENTFLY_TOP_K": str(config.rollout.top_k),
-            **({"AGENTFLY_AGENT": agent_settings(config.agent)} if config.agent.plays else {}),
-            **{name: str(value) for name, value in cluster.env_vars.items()},
-        }
-        agent_file = PROGRAM_AGENT_FILE if config.agent.plays else AGENT_FILE
+        self.env = {name: str(value) for name, value in cluster.env_vars.items()}
+        self.settings = plugin_settings(config)
         model = _model_argument(config, convert=not dry_run)
         train_file, eval_file = self.job_dir / "train.jsonl", self.job_dir / "eval.jsonl"
         prompts = config.train.steps * config.rollout.prompts_per_step
-        # OpenRLHF's loop has no turn limit: the env enforces rollout.max_turns, as an option in every label.
-        tasks = copy.deepcopy(config)
-        tasks.env.options.setdefault("max_turns", config.rollout.max_turns)
-        export_tasks(tasks, train_file, count=prompts)
+        export_tasks(config, train_file, count=prompts)
         if cluster.eval_every:
-            export_tasks(tasks, eval_file, count=config.eval.episodes, split="eval")
+            export_tasks(config, eval_file, count=config.eval.episodes, split="eval")
+        self.agent_file = write_plugin(self.job_dir, self.settings)
+        executor = "the program executor" if config.agent.plays else "the env loop's executor"
         self.notes = [
             f"{config.algo} ({config.estimator}) on {config.env.id}: {config.train.steps} steps x {config.rollout.prompts_per_step} "
             f"prompts x {config.rollout.samples_per_prompt} samples; {prompts} train prompts in {train_file}"
             + (f", {config.eval.episodes} eval prompts in {eval_file}" if cluster.eval_every else ""),
-            "env: " + " ".join(f"{name}={shlex.quote(value)}" for name, value in self.env.items()),
+            f"plug-in: {self.agent_file} ({executor}) with its settings in {self.job_dir / SETTINGS_FILE}: "
+            + msgspec.json.encode(self.settings).decode(),
         ]
+        if self.env:
+            self.notes.append("env: " + " ".join(f"{name}={shlex.quote(value)}" for name, value in self.env.items()))
         defaults = RolloutConfig()
         not_carried = NOT_CARRIED + (NOT_CARRIED_BY_PROGRAMS if config.agent.plays else ())
         ignored = [
@@ -368,7 +368,7 @@ class OpenRLHFLauncher:
                     config,
                     **common,
                     train_data=str(train_file),
-                    agent_file=str(agent_file),
+                    agent_file=str(self.agent_file),
                     out_dir=str(out_dir),
                     eval_data=str(eval_file) if cluster.eval_every else None,
                 ),
@@ -386,7 +386,7 @@ class OpenRLHFLauncher:
                 config,
                 **common,
                 train_data=train_file.name,
-                agent_file=_package_relative(agent_file),
+                agent_file=self.agent_file.name,
                 out_dir=cluster.cluster_out_dir or str(out_dir),
                 eval_data=eval_file.name if cluster.eval_every else None,
             ),
@@ -462,20 +462,46 @@ class OpenRLHFLauncher:
         return {**runtime_env, **extra}
 
 
-def agent_settings(agent: AgentConfig) -> str:
-    """``AGENTFLY_AGENT``: the ``[agent]`` section as the program executor reads it, a program's file made absolute
-    (the rollout actors do not run in this directory); the warm start's expert stays here.
+def plugin_settings(config: Config) -> Settings:
+    """The plug-in's settings for a run of ``config``: ``[openrlhf]``'s env pool, the rollout's observation role,
+    a turn's sampling settings and turn limit, and the ``[agent]`` section (:func:`agent_settings`) when an agent
+    plays.
 
     Example:
-        >>> settings = json.loads(agent_settings(AgentConfig(program="my_agent/agent.py:solve", timeout_s=60)))
-        >>> settings["program"] == f"{Path.cwd()}/my_agent/agent.py:solve", settings["timeout_s"], "expert" in settings
-        (True, 60, False)
+        >>> settings = plugin_settings(Config.from_dict({"backend": "openrlhf", "rollout": {"max_turns": 3}}))
+        >>> settings.pool, settings.max_turns, settings.max_turn_tokens, settings.agent.plays
+        ('ray', 3, 256, False)
+    """
+    cluster, rollout = config.openrlhf, config.rollout
+    return Settings(
+        pool=cluster.env_pool,
+        pool_size=cluster.env_pool_size,
+        actor_options=dict(cluster.env_actor_options),
+        observation_role=rollout.observation_role,
+        lease_timeout_s=cluster.lease_timeout_s,
+        min_turn_tokens=cluster.min_turn_tokens,
+        # OpenRLHF gives a turn all that is left of max_len: the plug-in applies the turn's own settings.
+        max_turn_tokens=rollout.max_new_tokens,
+        stop=tuple(rollout.stop),
+        top_k=rollout.top_k,
+        # OpenRLHF's loop has no turn limit: the plug-in gives it to each episode's env.
+        max_turns=rollout.max_turns,
+        agent=agent_settings(config.agent) if config.agent.plays else AgentConfig(),
+    )
+
+
+def agent_settings(agent: AgentConfig) -> AgentConfig:
+    """The ``[agent]`` section as the program executor reads it from the settings file: a program's file made
+    absolute (the rollout actors do not run in this directory); the warm start's expert stays here.
+
+    Example:
+        >>> settings = agent_settings(AgentConfig(program="my_agent/agent.py:solve", timeout_s=60, expert="e.py:f"))
+        >>> settings.program == f"{Path.cwd()}/my_agent/agent.py:solve", settings.timeout_s, settings.expert
+        (True, 60, '')
     """
     where, _, function = agent.program.rpartition(":")
     program = f"{Path(where).expanduser().resolve()}:{function}" if where.endswith(".py") else agent.program
-    fields = msgspec.structs.asdict(msgspec.structs.replace(agent, program=program))
-    fields.pop("expert")
-    return json.dumps(fields, separators=(",", ":"))
+    return msgspec.structs.replace(agent, program=program, expert="")
 
 
 def core_requirements() -> list[str]:
@@ -529,11 +555,6 @@ def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)
     assert spec is not None and spec.submodule_search_locations, f"{name} is part of this project"
     return Path(next(iter(spec.submodule_search_locations)))
-
-
-def _package_relative(file: Path) -> str:
-    """``file`` (inside ``agentfly_train``) as a path from the job's working dir."""
-    return str(Path("agentfly_train") / file.relative_to(_package_dir("agentfly_train")))
 
 
 def _switches(flags: dict[str, bool]) -> list[str]:

@@ -1,12 +1,14 @@
-"""Agent programs as an OpenRLHF 0.11.2 agent: the executor that ``program_agent.py`` hands to OpenRLHF.
+"""Agent programs as an OpenRLHF 0.11.2 agent: the executor the plug-in's agent file hands to OpenRLHF.
 
-With ``agentfly-train --backend openrlhf --agent PATH.py:FUNC`` (or ``--agent-command CMD``) OpenRLHF loads
-``program_agent.py`` in every vLLM rollout actor and calls, for each sample of a prompt row,
+With ``agentfly-train --backend openrlhf --agent PATH.py:FUNC`` (or ``--agent-command CMD``) OpenRLHF loads the agent
+file the launcher writes (``agentfly_agent.py``: :class:`ProgramExecutor` bound to the run's settings file, see
+:mod:`~agentfly_train.backends.openrlhf.settings`) in every vLLM rollout actor and calls, for each sample of a
+prompt row,
 ``await executor.execute(prompt, label, sampling_params, max_length, hf_tokenizer, llm_engine, images)``, which
 returns one row. For that sample :class:`ProgramExecutor`:
 
-1. resets an env leased from this process's pool to the label's task (the label and the pools are the env
-   loop's: :class:`~agentfly_train.backends.openrlhf.executor.EpisodeLabel`,
+1. resets an env leased from this process's pool to the label's task (the label, the run's turn limit and the
+   pools are the env loop's: :class:`~agentfly_train.backends.openrlhf.executor.EpisodeLabel`,
    :func:`~agentfly_train.backends.openrlhf.executor.env_pool`);
 2. opens an episode on the token-exact gateway (:class:`~agentfly_train.gateway.Gateway`), one per event loop
    and sampling setup, started on first use and sampling with OpenRLHF's own engine (:class:`EngineGenerator`);
@@ -35,10 +37,10 @@ trains an episode whose env died: its sampled tokens at reward 0. Taking its act
 a micro-batch of failed samples a 0/0 in OpenRLHF's masked loss. One that never sampled (its program failed before
 its first call) is OpenRLHF's prompt with no action token, as OpenRLHF's own over-long prompts are.
 
-Settings are the env loop's (:class:`~agentfly_train.backends.openrlhf.executor.Settings`) plus ``AGENTFLY_AGENT``,
-the run's ``[agent]`` section as JSON. The gateway samples every call at OpenRLHF's temperature and top-p
-(``AGENTFLY_TOP_K`` or OpenRLHF's top-k), whatever the program asks for; a call gets at most
-``AGENTFLY_MAX_TURN_TOKENS`` (else OpenRLHF's ``max_tokens``); prompt plus completion fit in ``max_length``, and
+Settings are the env loop's (:class:`~agentfly_train.backends.openrlhf.settings.Settings`), whose ``agent`` is the
+run's ``[agent]`` section. The gateway samples every call at OpenRLHF's temperature and top-p
+(``Settings.top_k`` or OpenRLHF's top-k), whatever the program asks for; a call gets at most
+``Settings.max_turn_tokens`` (else OpenRLHF's ``max_tokens``); prompt plus completion fit in ``max_length``, and
 so do the episode's rows together (the episode's budget, as on the local backend: past it the episode ends
 truncated and its answer is not scored).
 
@@ -48,7 +50,7 @@ paths in them are read on the node that runs the actor.
 Example:
     What OpenRLHF's rollout actor does with it, for one sample (``engine`` is the actor)::
 
-        executor = ProgramExecutor()  # AGENTFLY_AGENT='{"program": "/abs/calculator_agent.py:solve"}'
+        executor = ProgramExecutor(Settings(agent=AgentConfig(program="/abs/calculator_agent.py:solve")))
         row = await executor.execute(prompt, label, sampling_params, 1024, tokenizer, engine)
         row["observation_tokens"], row["action_ranges"], row["reward"], row["extra_logs"]["rows_dropped"]
 
@@ -70,7 +72,8 @@ from typing import Any
 from openrlhf.utils.agent import AgentExecutorBase
 
 from agentfly_train.agents import load_agent, play_agent_episode
-from agentfly_train.backends.openrlhf.executor import EpisodeLabel, Settings, env_pool, episode_logs
+from agentfly_train.backends.openrlhf.executor import EpisodeLabel, env_pool, episode_logs
+from agentfly_train.backends.openrlhf.settings import Settings, SettingsFile
 from agentfly_train.gateway import EpisodeCounters, Gateway, GatewaySettings, Row
 from agentfly_train.generation import Generation, GenerationRequest, SamplingParams
 from agentfly_train.generation.vllm import to_generation, to_sampling_params
@@ -218,20 +221,27 @@ def openrlhf_row(
     }
 
 
-class ProgramExecutor(AgentExecutorBase):
-    """Plays each OpenRLHF sample with the run's agent program (``AGENTFLY_AGENT``); see the module docstring.
+class ProgramExecutor(AgentExecutorBase, SettingsFile):
+    """Plays each OpenRLHF sample with the run's agent program (``Settings.agent``); see the module docstring.
+
+    Args:
+        settings: The plug-in's settings; without them (OpenRLHF's ``AgentExecutor()``), those of the file the
+            class is bound to (``ProgramExecutor.bound(path)``, what the generated agent file exposes), else the
+            :class:`~agentfly_train.backends.openrlhf.settings.Settings` defaults, which name no program.
 
     Raises:
-        ValueError: ``AGENTFLY_AGENT`` names no program or command, or names one that cannot be loaded.
+        ValueError: The settings name no program or command, or name one that cannot be loaded.
     """
 
-    def __init__(self) -> None:
-        self.settings = Settings.from_environ()
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = self.settings_or_file(settings)
         if not self.settings.agent.plays:
+            where = f"the settings file {self.settings_file}" if self.settings_file else "Settings() (no settings file)"
             raise ValueError(
-                "program_agent.py plays an agent program: AGENTFLY_AGENT must name one, like "
-                '{"program": "/abs/agent.py:solve"} or {"command": "python /abs/agent.py"} (agentfly-train --backend '
-                "openrlhf --agent ... sets it); the env loop's plug-in is agent.py"
+                f"the program executor plays an agent program: the settings' agent must name one, like "
+                f'{{"program": "/abs/agent.py:solve"}} or {{"command": "python /abs/agent.py"}} (agentfly-train '
+                f"--backend openrlhf --agent ... writes it), and {where} has none; the env loop's executor is "
+                "agentfly_train.backends.openrlhf.executor.AgentExecutor"
             )
         self.agent = load_agent(self.settings.agent)
         # A sync program holds a thread for its episode, and the env pool bounds the episodes in flight; twice that
