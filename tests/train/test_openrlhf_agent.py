@@ -25,6 +25,7 @@ from openrlhf.utils.agent import AgentExecutorBase
 from ray.exceptions import RayActorError
 
 from agentfly_env.core.policies import expert_action
+from agentfly_env.core.types import ToolCall
 from agentfly_train.backends.openrlhf import AGENT_FILE, executor, program_executor
 from agentfly_train.backends.openrlhf.settings import SETTINGS_FILE, Settings, write_plugin
 from agentfly_train.chat import ChatFormat
@@ -33,6 +34,9 @@ from agentfly_train.dataset import export_tasks
 
 MATH = ("AgentFly/Math-v0", {"dataset": "basic_arithmetic", "tools": ["calculator"]})
 WEBSHOP = ("AgentFly/WebShop-v0", {})
+#: The tools of the two envs' manifests, as the launcher fills ``Settings.tools`` for a run of both.
+TOOLS = ("calculator", "click", "search")
+TOOL_KEYS = {f"tool/{name}/{field}" for name in TOOLS for field in ("calls", "errors", "timeouts", "ms")}
 
 
 def load_agent_file(path=AGENT_FILE):
@@ -52,8 +56,9 @@ def plugin(tmp_path, **settings):
 
 @pytest.fixture
 async def agent_module(tmp_path):
-    """The generated agent file with in-process env pools; the pools are closed after the test."""
-    yield plugin(tmp_path, pool="local")
+    """The generated agent file with in-process env pools and the two envs' tools logged; the pools are closed
+    after the test."""
+    yield plugin(tmp_path, pool="local", tools=TOOLS)
     await executor.close_pools()
 
 
@@ -156,8 +161,9 @@ async def test_openrlhf_loop_masks_exactly_the_generated_tokens(
     logs = result["extra_logs"]
     assert logs["turns"] == len(actions) and logs["success"] == 1.0
     assert logs["failed"] == 0.0 and logs["truncated"] == 0.0
+    assert TOOL_KEYS <= set(logs)
     if env_id == MATH[0]:
-        assert logs["tool_calls"] == 1.0
+        assert logs["tool_calls"] == 1.0 and logs["tool/calculator/calls"] == 1.0
 
 
 async def test_episode_that_would_outgrow_max_len_ends_with_its_env_released(agent_module, tokenizer, tmp_path):
@@ -268,6 +274,7 @@ SETTINGS = Settings(
     stop=("</answer>",),
     top_k=20,
     max_turns=2,
+    tools=("calculator",),
     agent=AgentConfig(command="python /abs/agent.py", timeout_s=60),
 )
 
@@ -313,7 +320,7 @@ def test_instance_outside_the_executor_says_what_to_load():
         load_agent_file().AgentInstance()
 
 
-# ----------------------------------------------------------------------------- the turn limit
+# ----------------------------------------------------------------------------- the turn limit and per-tool logs
 
 
 async def test_the_runs_turn_limit_reaches_the_env_and_a_labels_own_wins(tokenizer, tmp_path):
@@ -338,6 +345,36 @@ async def test_the_runs_turn_limit_reaches_the_env_and_a_labels_own_wins(tokeniz
         assert len(engine.calls) == 2 and played["reward"] == pytest.approx(expected) and expected > 0
     finally:
         await executor.close_pools()
+
+
+async def test_every_sample_logs_the_runs_tools_and_counts_its_own_calls(agent_module, tokenizer, tmp_path):
+    """OpenRLHF batches ``extra_logs`` key by key: every sample carries ``tool/<name>/...`` for each of the run's
+    tools, counting its episode's calls of that tool (a call with bad arguments is an error)."""
+    actions, _, _ = expert_episode(*MATH, 3)
+    env = gym.make(MATH[0], **MATH[1])
+    bad_call = env.unwrapped.parser.format_call(ToolCall("calculator", {"expr": "1+"}))
+    env.close()
+    math_prompt, math_label = prompt_row(tmp_path, tokenizer, *MATH, 3)
+    shop_actions, _, _ = expert_episode(*WEBSHOP, 5)
+    shop_prompt, shop_label = prompt_row(tmp_path, tokenizer, *WEBSHOP, 5)
+    agent = agent_module.AgentExecutor()
+    results = await asyncio.gather(
+        agent.execute(math_prompt, math_label, Sampling(), 4096, tokenizer, ScriptedEngine(tokenizer, actions)),
+        agent.execute(
+            math_prompt, math_label, Sampling(), 4096, tokenizer, ScriptedEngine(tokenizer, [bad_call, *actions])
+        ),
+        agent.execute(math_prompt, math_label, Sampling(), 4096, tokenizer, ScriptedEngine(tokenizer, actions[-1:])),
+        agent.execute(shop_prompt, shop_label, Sampling(), 4096, tokenizer, ScriptedEngine(tokenizer, shop_actions)),
+    )
+    logs = [result["extra_logs"] for result in results]
+    assert all(set(one) == set(logs[0]) for one in logs) and TOOL_KEYS <= set(logs[0])
+    assert {key for key in logs[0] if key.startswith("tool/")} == TOOL_KEYS
+    calculator = [tuple(one[f"tool/calculator/{field}"] for field in ("calls", "errors", "timeouts")) for one in logs]
+    assert calculator == [(1.0, 0.0, 0.0), (2.0, 1.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)]
+    assert all(0 < one["tool/calculator/ms"] < 10_000 for one in logs[:2]) and logs[2]["tool/calculator/ms"] == 0.0
+    shop_calls = logs[3]["tool/search/calls"] + logs[3]["tool/click/calls"]
+    assert shop_calls == logs[3]["tool_calls"] >= 2 and logs[3]["tool/search/calls"] >= 1
+    assert all(one["tool/search/calls"] == one["tool/click/calls"] == 0.0 for one in logs[:3])
 
 
 def test_observation_text_cannot_fake_a_turn(tokenizer):

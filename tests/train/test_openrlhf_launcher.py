@@ -507,8 +507,14 @@ def test_the_plugins_settings_travel_in_its_file_and_no_variable(tmp_path):
     assert settings == launcher.settings
     assert (settings.pool, settings.pool_size, settings.observation_role) == ("local", 3, "user")
     assert settings.actor_options == {"num_cpus": 0.5, "resources": {"env_node": 1}}
-    assert (settings.lease_timeout_s, settings.min_turn_tokens) == (30.0, 8)
+    assert (settings.lease_timeout_s, settings.min_turn_tokens, settings.tools) == (30.0, 8, ("calculator",))
     assert not any(word.startswith("AGENTFLY_") for word in shlex.split(launcher.shell()))
+
+
+def test_the_tools_to_log_are_those_of_the_run_envs_manifests(tmp_path):
+    mix = [{"id": "AgentFly/Math-v0", "options": {"dataset": "basic_arithmetic"}}, {"id": "AgentFly/Search-v0"}]
+    launcher = launcher_for(tmp_path, env={"mix": mix})
+    assert launcher.settings.tools == ("calculator", "retrieve")  # Mix-v0 itself has no manifest: none of its own
 
 
 def test_the_turn_limit_travels_in_the_settings_not_the_labels(tmp_path):

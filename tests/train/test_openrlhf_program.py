@@ -34,9 +34,14 @@ sys.path.insert(0, str(REPO_ROOT / "examples"))
 import calculator_agent  # noqa: E402
 
 EXAMPLE = f"{REPO_ROOT}/examples/calculator_agent.py:solve"
+#: A program that calls its episode's env calculator over MCP (``task.tools_url``).
+MCP_PROGRAM = f"{REPO_ROOT}/tests/train/_mcp_calculator_program.py:solve"
 MAX_LENGTH = 1024
+#: The run's tools, as the launcher fills ``Settings.tools`` from the env's manifest (Math-v0: the calculator).
+TOOLS = ("calculator",)
+TOOL_KEYS = {f"tool/calculator/{field}" for field in ("calls", "errors", "timeouts", "ms")}
 #: The log keys of every row, failed or not (OpenRLHF batches them key by key).
-LOG_KEYS = {
+LOG_KEYS = TOOL_KEYS | {
     "turns",
     "tool_calls",
     "parse_errors",
@@ -82,11 +87,13 @@ class ScriptedEngine:
         return SimpleNamespace(outputs=[output])
 
 
-def calculator_prompt(tmp_path, tokenizer, seed: int = 0) -> tuple[str, str]:
-    """A prompt row of the agent-calculator task, as OpenRLHF reads it: the messages through the chat template,
-    and the label."""
+def calculator_prompt(tmp_path, tokenizer, seed: int = 0, **options) -> tuple[str, str]:
+    """A prompt row of the agent-calculator task (its env options updated with ``options``), as OpenRLHF reads it:
+    the messages through the chat template, and the label."""
     path = tmp_path / "prompts.jsonl"
-    export_tasks(Config.load("agent-calculator"), path, count=1, first_seed=seed)
+    config = Config.load("agent-calculator")
+    config.env.options.update(options)
+    export_tasks(config, path, count=1, first_seed=seed)
     row = json.loads(path.read_text().splitlines()[0])
     return tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True), row["label"]
 
@@ -109,12 +116,12 @@ def load_agent_file(path):
 @pytest.fixture
 async def program_agent(tmp_path):
     """The executor of the agent file the launcher writes for an agent: ``program_agent(program=...,
-    timeout_s=...)`` (the ``[agent]`` fields), built as OpenRLHF builds it, with in-process env pools; gateways and
-    pools are closed after the test."""
+    timeout_s=...)`` (the ``[agent]`` fields), built as OpenRLHF builds it, with in-process env pools and the
+    calculator's calls logged; gateways and pools are closed after the test."""
     made = []
 
     def make(**agent):
-        settings = Settings(pool="local", agent=AgentConfig(**agent))
+        settings = Settings(pool="local", tools=TOOLS, agent=AgentConfig(**agent))
         made.append(write_plugin(tmp_path / f"plugin-{len(made)}", settings))
         built = load_agent_file(made[-1]).AgentExecutor()
         assert built.settings == settings
@@ -171,12 +178,28 @@ async def test_samples_play_the_program_token_exact_and_the_env_scores_them(prog
         assert set(logs) == LOG_KEYS
         assert (logs["failed"], logs["success"], logs["turns"], logs["tool_calls"]) == (0.0, 1.0, 2.0, 1.0)
         assert (logs["rows"], logs["rows_dropped"], logs["prefix_mismatches"]) == (1.0, 0.0, 0.0)
+        # The program's calculator is its own, not the env's: the env recorded no tool call.
+        assert all(logs[key] == 0.0 for key in TOOL_KEYS)
         experience = as_experience(row)
         assert experience.action_mask.sum() == sum(end - start for start, end in row["action_ranges"])
         assert experience.rewards.tolist() == [1.0]
     assert unmatched == []
     # One gateway for the loop, shared by the samples.
     assert len(program_executor._GATEWAYS[asyncio.get_running_loop()]) == 1
+
+
+async def test_the_envs_tools_a_program_calls_over_mcp_are_logged_per_tool(program_agent, tokenizer, tmp_path):
+    """The program calls the episode's env calculator over MCP: a step of the env's trajectory, so a tool call in
+    the row's ``tool/calculator/...`` logs."""
+    pytest.importorskip("mcp")
+    agent = program_agent(program=MCP_PROGRAM, tools=True)
+    prompt, label = calculator_prompt(tmp_path, tokenizer, tools=["calculator"])
+    row = await agent.execute(prompt, label, sampling(), MAX_LENGTH, tokenizer, ScriptedEngine(tokenizer))
+    logs = row["extra_logs"]
+    assert set(logs) == LOG_KEYS and row["reward"] == 1.0 and logs["failed"] == 0.0
+    calls = (logs["tool/calculator/calls"], logs["tool/calculator/errors"], logs["tool/calculator/timeouts"])
+    assert calls == (1.0, 0.0, 0.0) and 0 < logs["tool/calculator/ms"] < 10_000
+    assert logs["tool_calls"] == 0.0  # the program called it, not the model
 
 
 async def test_log_probs_come_back_only_when_openrlhf_asks_for_them(program_agent, tokenizer, tmp_path):

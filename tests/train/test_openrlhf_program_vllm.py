@@ -54,7 +54,7 @@ def assert_rows_are_what_vllm_sampled(rows: list[dict], outputs: list) -> None:
 
 
 async def test_programs_on_openrlhfs_actor_return_exactly_what_vllm_sampled(openrlhf_actor, tokenizer, tmp_path):
-    settings = Settings(pool="local", max_turn_tokens=TURN_TOKENS, agent=PROGRAM)
+    settings = Settings(pool="local", max_turn_tokens=TURN_TOKENS, tools=("calculator",), agent=PROGRAM)
     actor = await openrlhf_actor(settings, MAX_LENGTH)
     prompt, label = calculator_prompt(tmp_path, tokenizer, seed=3)
     sampling = vllm.SamplingParams(temperature=1.0, top_p=1.0, max_tokens=None, min_tokens=1, logprobs=1)
@@ -62,6 +62,7 @@ async def test_programs_on_openrlhfs_actor_return_exactly_what_vllm_sampled(open
     rows = await actor.generate_responses(prompt, label, sampling, MAX_LENGTH, tokenizer, num_samples=2)
     assert len(rows) == 2
     assert_rows_are_what_vllm_sampled(rows, actor.outputs)
+    assert all(row["extra_logs"]["tool/calculator/calls"] == 0.0 for row in rows)  # its calculator is its own
 
     # The same agent as a command: a process of its own, which reaches the actor's gateway from outside.
     command_file = write_plugin(

@@ -25,13 +25,15 @@ MATH = ("AgentFly/Math-v0", {"dataset": "basic_arithmetic", "tools": ["calculato
 WEBSHOP = ("AgentFly/WebShop-v0", {"max_turns": 3})
 MAX_LENGTH = 1536
 TURN_TOKENS = 40
+#: The two envs' tools (their manifests'), logged per tool on every sample.
+TOOLS = ("calculator", "click", "search")
 
 
 @pytest.fixture
 async def actor(openrlhf_actor):
     """OpenRLHF's vLLM rollout actor with this project's env-loop plug-in (see the ``openrlhf_actor`` fixture),
     in-process env pools, a turn budget and a stop string."""
-    settings = Settings(pool="local", max_turn_tokens=TURN_TOKENS, stop=("</tool_call>",))
+    settings = Settings(pool="local", max_turn_tokens=TURN_TOKENS, stop=("</tool_call>",), tools=TOOLS)
     return await openrlhf_actor(settings, MAX_LENGTH)
 
 
@@ -82,6 +84,11 @@ async def test_openrlhf_actor_and_loop_keep_exactly_what_vllm_sampled(
         logs = result["extra_logs"]
         assert logs["turns"] == len(ranges) and logs["failed"] == 0.0
         assert set(logs) >= {"tool_calls", "parse_errors", "errors", "success", "env_latency_s", "truncated"}
+        tool_keys = {key for key in logs if key.startswith("tool/")}
+        assert tool_keys == {
+            f"tool/{name}/{field}" for name in TOOLS for field in ("calls", "errors", "timeouts", "ms")
+        }
+        assert sum(logs[f"tool/{name}/calls"] for name in TOOLS) <= logs["tool_calls"]
     assert unmatched == []
     # The untrained model's turns get cut at the turn budget, so episodes go on for several turns.
     assert max(len(r["action_ranges"]) for r in results) >= 2

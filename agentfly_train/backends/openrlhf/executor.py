@@ -29,7 +29,11 @@ What ``step`` returns:
       <|im_end|>\\n<|im_start|>assistant\\n``; the closing token is left out when the model generated it.
       The same tokens the local backend appends (:meth:`ChatFormat.observation_text`).
     * ``done`` and ``extra_logs`` (:func:`episode_logs`): turns, tool calls, parse errors, errors, success, env
-      latency, truncation and failure flags (the same keys on every step, as OpenRLHF batches them).
+      latency, truncation and failure flags, and for each tool of ``Settings.tools`` (the run's envs' tools)
+      ``tool/<name>/calls``, ``tool/<name>/errors`` (timeouts included), ``tool/<name>/timeouts`` and
+      ``tool/<name>/ms`` (the calls' summed wall time): the same keys on every step and every sample, as OpenRLHF
+      batches them key by key. OpenRLHF logs a key's mean over a step's samples, so these read as per-episode
+      means (calls per episode, errors per episode, milliseconds per episode).
 
 Per-turn sampling: OpenRLHF's loop gives every turn the whole rest of ``max_len`` as its budget (an
 untrained model fills it in a turn or two) and has no stop strings or top-k. The plug-in keeps
@@ -49,7 +53,7 @@ OpenRLHF behaviour handled here:
 
 Settings: one :class:`~agentfly_train.backends.openrlhf.settings.Settings` record (env pool and its size, the env
 actors' Ray options, the observation role, lease timeout, a turn's token budget and minimum room, stop strings,
-top-k, the turn limit, and the ``[agent]`` section an agent program plays with), read from the
+top-k, the turn limit, the tools to log, and the ``[agent]`` section an agent program plays with), read from the
 settings file the executor class is bound to, or given as ``AgentExecutor(settings=...)``; the program executor
 (:mod:`~agentfly_train.backends.openrlhf.program_executor`) shares them, with this module's labels, env pools and
 episode logs.
@@ -69,6 +73,7 @@ import contextvars
 import json
 import logging
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +81,7 @@ import msgspec
 import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
+from agentfly_env.core.types import tool_status
 from agentfly_env.resources.distributed import make_env_pool
 from agentfly_env.resources.pool import Lease, ResourcePool
 from agentfly_train.backends.openrlhf.settings import Settings, SettingsFile
@@ -157,14 +163,15 @@ async def close_pools() -> None:
         await pool.close()
 
 
-def episode_logs(played: EpisodeStats) -> dict[str, float]:
+def episode_logs(played: EpisodeStats, tools: Sequence[str] = ()) -> dict[str, float]:
     """What OpenRLHF logs of an episode (its ``extra_logs``), by either executor: the same keys for every episode,
-    as OpenRLHF batches them key by key.
+    as OpenRLHF batches them key by key; for each name in ``tools`` (the run's, ``Settings.tools``), the
+    episode's calls of that tool (:func:`tool_logs`).
 
     Example:
-        >>> logs = episode_logs(EpisodeStats(failure="the env actor died"))
-        >>> logs["failed"], logs["turns"]
-        (1.0, 0.0)
+        >>> logs = episode_logs(EpisodeStats(failure="the env actor died"), ["calculator"])
+        >>> logs["failed"], logs["turns"], logs["tool/calculator/calls"]
+        (1.0, 0.0, 0.0)
     """
     return {
         "turns": float(played.model_turns),
@@ -176,7 +183,36 @@ def episode_logs(played: EpisodeStats) -> dict[str, float]:
         "truncated": float(played.truncated),
         "truncation_context": float(played.truncation_reason == "context"),
         "failed": float(played.failure is not None),
+        **tool_logs(played.trajectory.steps if played.trajectory is not None else (), tools),
     }
+
+
+def tool_logs(steps: Sequence[Any], tools: Sequence[str]) -> dict[str, float]:
+    """One episode's calls of each of ``tools``, from its steps' ``tool_results``: ``tool/<name>/calls``,
+    ``tool/<name>/errors`` (calls that did not return ``ok``, timeouts included), ``tool/<name>/timeouts`` and
+    ``tool/<name>/ms`` (their wall times summed, in milliseconds); zeros for a tool it did not call. Calls of a
+    name not in ``tools`` are not logged: every episode of a run carries the same keys.
+
+    Example:
+        >>> from agentfly_env.core.types import Step, ToolResult
+        >>> step = Step(observation="", reward=0.0, tool_results=[ToolResult("f", "", duration_s=0.002),
+        ...                                                      ToolResult("f", "", "timeout", duration_s=0.5)])
+        >>> tool_logs([step], ["f", "g"])["tool/f/calls"], tool_logs([step], ["f"])["tool/f/timeouts"]
+        (2.0, 1.0)
+        >>> tool_logs([step], ["f"])["tool/f/ms"], tool_logs([step], ["f", "g"])["tool/g/errors"]
+        (502.0, 0.0)
+    """
+    logs = {f"tool/{name}/{field}": 0.0 for name in tools for field in ("calls", "errors", "timeouts", "ms")}
+    for step in steps:
+        for result in step.tool_results:
+            prefix = f"tool/{result.name}/"
+            if prefix + "calls" not in logs:
+                continue
+            logs[prefix + "calls"] += 1
+            logs[prefix + "errors"] += result.error is not None
+            logs[prefix + "timeouts"] += tool_status(result.error) == "timeout"
+            logs[prefix + "ms"] += 1000 * result.duration_s
+    return logs
 
 
 def chat_format(tokenizer: Any, role: str) -> ChatFormat:
@@ -296,7 +332,7 @@ class AgentInstance(AgentInstanceBase):
             "scores": torch.tensor(self._played.reward),
             "environment_feedback": feedback,
             "done": done,
-            "extra_logs": episode_logs(self._played),
+            "extra_logs": episode_logs(self._played, self._episode.settings.tools),
         }
 
 

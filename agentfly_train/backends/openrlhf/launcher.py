@@ -19,7 +19,7 @@ The :class:`~agentfly_train.config.Config` the local backend reads becomes one
   ``openrlhf.eval_every`` is set; OpenRLHF renders their messages with the model's chat template;
 * the plug-in: its settings go into ``<out_dir>/openrlhf/agentfly-settings.json`` (a
   :class:`~agentfly_train.backends.openrlhf.settings.Settings` record: the env pool, the observation role, a
-  turn's sampling settings, the turn limit, and with an agent program, ``--agent PATH.py:FUNC``
+  turn's sampling settings, the turn limit, the tools to log, and with an agent program, ``--agent PATH.py:FUNC``
   or ``--agent-command CMD``, the ``[agent]`` section with a program's file as an absolute path), and
   ``--train.agent_func_path`` names ``agentfly_agent.py`` beside it, an agent file that binds the env loop's
   executor (or the program executor) to that file (:func:`~agentfly_train.backends.openrlhf.settings.write_plugin`);
@@ -71,6 +71,7 @@ from typing import Any
 
 import msgspec
 
+from agentfly_env.core.manifest import manifest_of
 from agentfly_train.backends.openrlhf.settings import SETTINGS_FILE, Settings, write_plugin
 from agentfly_train.config import AgentConfig, Config, ConfigError, RolloutConfig
 from agentfly_train.dataset import export_tasks
@@ -464,13 +465,13 @@ class OpenRLHFLauncher:
 
 def plugin_settings(config: Config) -> Settings:
     """The plug-in's settings for a run of ``config``: ``[openrlhf]``'s env pool, the rollout's observation role,
-    a turn's sampling settings and turn limit, and the ``[agent]`` section (:func:`agent_settings`) when an agent
-    plays.
+    a turn's sampling settings and turn limit, the tools of the run's envs (:func:`run_tools`) and the ``[agent]``
+    section (:func:`agent_settings`) when an agent plays.
 
     Example:
         >>> settings = plugin_settings(Config.from_dict({"backend": "openrlhf", "rollout": {"max_turns": 3}}))
-        >>> settings.pool, settings.max_turns, settings.max_turn_tokens, settings.agent.plays
-        ('ray', 3, 256, False)
+        >>> settings.pool, settings.max_turns, settings.max_turn_tokens, settings.tools, settings.agent.plays
+        ('ray', 3, 256, ('calculator',), False)
     """
     cluster, rollout = config.openrlhf, config.rollout
     return Settings(
@@ -486,8 +487,27 @@ def plugin_settings(config: Config) -> Settings:
         top_k=rollout.top_k,
         # OpenRLHF's loop has no turn limit: the plug-in gives it to each episode's env.
         max_turns=rollout.max_turns,
+        tools=run_tools(config),
         agent=agent_settings(config.agent) if config.agent.plays else AgentConfig(),
     )
+
+
+def run_tools(config: Config) -> tuple[str, ...]:
+    """The tool names of the run's envs, sorted: those of ``env.id``'s manifest and of each ``[[env.mix]]``
+    component's (:func:`agentfly_env.core.manifest.manifest_of`). An id registered without a manifest contributes
+    none, so its tools' calls are not logged per tool; a manifest lists the tools of the env as registered
+    (its default options).
+
+    Example:
+        >>> run_tools(Config.from_dict({"env": {"mix": [{"id": "AgentFly/Math-v0"}, {"id": "AgentFly/Code-v0"}]}}))
+        ('calculator', 'code_interpreter')
+    """
+    names: set[str] = set()
+    for env_id in [config.env.id, *(component.id for component in config.env.mix)]:
+        manifest = manifest_of(env_id)
+        if manifest is not None:
+            names.update(manifest.tool_names)
+    return tuple(sorted(names))
 
 
 def agent_settings(agent: AgentConfig) -> AgentConfig:

@@ -24,7 +24,9 @@ What the row holds:
     * ``reward`` and ``scores``: the env's reward for the program's answer (or the float the program returned).
     * ``prompt``, ``label``, ``images``: OpenRLHF's own, echoed (its evaluation groups results by prompt).
     * ``extra_logs``: the env loop's keys (:func:`~agentfly_train.backends.openrlhf.executor.episode_logs`; ``turns``
-      counts model calls) plus ``rows``, ``rows_dropped`` and ``prefix_mismatches``.
+      counts model calls; ``tool/<name>/...`` counts the calls the episode's env recorded, the program's calls of
+      the env's tools over MCP, zeros when it made none) plus ``rows``, ``rows_dropped`` and
+      ``prefix_mismatches``.
 
 Several rows: OpenRLHF takes one sequence per sample, so an episode whose calls did not continue one conversation
 (a sub-agent's own conversation, a history the program edited) returns its row with the most sampled tokens (the
@@ -185,7 +187,14 @@ def action_ranges(mask: Sequence[int]) -> list[tuple[int, int]]:
 
 
 def openrlhf_row(
-    episode: Episode, prompt: str, label: Any, images: Any, prompt_ids: list[int], *, logprobs: bool
+    episode: Episode,
+    prompt: str,
+    label: Any,
+    images: Any,
+    prompt_ids: list[int],
+    *,
+    logprobs: bool,
+    tools: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A played episode as OpenRLHF's ``execute`` returns a sample (see the module docstring).
 
@@ -194,6 +203,7 @@ def openrlhf_row(
         prompt: OpenRLHF's prompt text; ``label`` and ``images``: its own, echoed.
         prompt_ids: The tokens of a failed episode that has no row (OpenRLHF's prompt, tokenized).
         logprobs: Whether OpenRLHF asked for the sampled tokens' log-probs (``rollout_log_probs``).
+        tools: The tools whose calls the logs count (``Settings.tools``).
     """
     row = max(episode.rows, key=lambda r: sum(r.action_mask), default=None)  # max keeps the first of a tie
     failed = episode.failure is not None
@@ -213,7 +223,7 @@ def openrlhf_row(
         "rollout_log_probs": list(row.logprobs) if logprobs else None,
         "truncated": bool(counters.cut_calls),  # a call ended at its budget or the context window
         "extra_logs": {
-            **episode_logs(episode),
+            **episode_logs(episode, tools),
             "rows": float(len(episode.rows)),
             "rows_dropped": float(max(len(episode.rows) - 1, 0)),
             "prefix_mismatches": float(counters.prefix_mismatches),
@@ -276,4 +286,12 @@ class ProgramExecutor(AgentExecutorBase, SettingsFile):
         if episode.failure is not None:
             logger.warning("episode of %s (seed %s) failed: %s", task.env_id, episode.seed, episode.failure)
         prompt_ids = [] if episode.rows else hf_tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        return openrlhf_row(episode, prompt, label, images, prompt_ids, logprobs=sampling_params.logprobs is not None)
+        return openrlhf_row(
+            episode,
+            prompt,
+            label,
+            images,
+            prompt_ids,
+            logprobs=sampling_params.logprobs is not None,
+            tools=self.settings.tools,
+        )

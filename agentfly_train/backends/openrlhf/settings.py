@@ -15,10 +15,10 @@ This module imports neither torch nor OpenRLHF: the launcher writes the files on
 Example:
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     agent_file = write_plugin(folder, Settings(pool="local", max_turns=4))
+    ...     agent_file = write_plugin(folder, Settings(pool="local", max_turns=4, tools=("calculator",)))
     ...     settings, text = Settings.read(Path(folder) / SETTINGS_FILE), agent_file.read_text()
-    >>> agent_file.name, settings.max_turns
-    ('agentfly_agent.py', 4)
+    >>> agent_file.name, settings.max_turns, settings.tools
+    ('agentfly_agent.py', 4, ('calculator',))
     >>> "from agentfly_train.backends.openrlhf.executor import AgentExecutor" in text
     True
 """
@@ -70,6 +70,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         top_k: Top-k sampling (0: off); ``rollout.top_k``.
         max_turns: The episode's turn limit, given to each env as its ``max_turns`` option unless the label's
             options set one (None: the env's own); ``rollout.max_turns``.
+        tools: The tools whose calls every episode logs (``tool/<name>/calls``, ...): the tool names of the run's
+            envs' manifests.
         agent: The run's ``[agent]`` section when an agent program plays the episodes (a program's file as an
             absolute path); read by the program executor.
     """
@@ -84,6 +86,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     stop: tuple[str, ...] = ()
     top_k: ZeroOrMore = 0
     max_turns: AtLeastOne | None = None
+    tools: tuple[str, ...] = ()
     agent: AgentConfig = msgspec.field(default_factory=AgentConfig)
 
     @classmethod
