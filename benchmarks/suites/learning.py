@@ -184,6 +184,7 @@ def plan(
     turn_budgets: Sequence[int] = (),
     seeds: Sequence[int] = (0,),
     budget_env: str = "math",
+    overrides: Sequence[str] = (),
 ) -> Plan:
     """The rows the options ask for, each one's config checked (nothing runs).
 
@@ -196,6 +197,8 @@ def plan(
         turn_budgets: Run ``budget_env``'s preset at each of these ``max_turns``, once per seed of ``seeds``.
         seeds: The seeds of each turn budget.
         budget_env: The env family of the turn-budget rows.
+        overrides: More ``--set`` overrides for every row (the suite's tests give a tiny model:
+            ``'model.path="/tmp/tiny"'``).
 
     Raises:
         ValueError: for an unknown env or algorithm, a bad turn budget or seed, or a row's config that cannot work.
@@ -216,7 +219,7 @@ def plan(
     if turn_budgets and (not seeds or any(type(seed) is not int or seed < 0 for seed in seeds)):
         raise ValueError(f"seeds must be one or more whole numbers, 0 or more; got {list(seeds)}")
 
-    out, quick_sets = Path(out_dir), QUICK_OVERRIDES if quick else ()
+    out, quick_sets = Path(out_dir), (*(QUICK_OVERRIDES if quick else ()), *overrides)
     rows = Plan(
         out_dir=out,
         envs={name: Row(name, PRESETS[name], out / name, quick_sets) for name in envs},

@@ -152,7 +152,7 @@ def _measure_trl(python: Path, order: dict[str, Any], micro: int, bf16: bool) ->
     return json.loads(completed.stdout)
 
 
-def _measure(way: Way, micro: int, episodes: int, repeats: int, out: Any) -> None:
+def _measure(way: Way, micro: int, episodes: int, repeats: int, model: str | None, out: Any) -> None:
     """In a process of its own: the update's seconds per repeat and the process's peak memory growth."""
     import msgspec
 
@@ -167,6 +167,8 @@ def _measure(way: Way, micro: int, episodes: int, repeats: int, out: Any) -> Non
         local.use_float32_attention_gradients = lambda model: False
     config = Config.load("calculator")
     config.out_dir = tempfile.mkdtemp()
+    if model is not None:
+        config.model = msgspec.structs.replace(config.model, path=model)
     config.rollout = msgspec.structs.replace(config.rollout, generator="transformers")
     config.train = msgspec.structs.replace(
         config.train,
@@ -189,10 +191,10 @@ def _measure(way: Way, micro: int, episodes: int, repeats: int, out: Any) -> Non
     trainer.close()
 
 
-def _ours(way: Way, micro: int, episodes: int, repeats: int) -> dict[str, Any]:
+def _ours(way: Way, micro: int, episodes: int, repeats: int, model: str | None) -> dict[str, Any]:
     spawn = multiprocessing.get_context("spawn")
     receiving, sending = spawn.Pipe(duplex=False)
-    child = spawn.Process(target=_measure, args=(way, micro, episodes, repeats, sending))
+    child = spawn.Process(target=_measure, args=(way, micro, episodes, repeats, model, sending))
     child.start()
     result = receiving.recv()
     child.join()
@@ -213,11 +215,13 @@ def run(
     ways: list[Way | str] = WAYS,
     trl_ways: list[tuple[str, bool] | str] = TRL_WAYS,
     episodes: int | None = None,
+    model: str | None = None,
 ) -> dict[str, Any]:
     """Each way (ours, then TRL's where its venv is) at each micro-batch size; the median update of each.
 
     ``ways`` and ``trl_ways`` may name the ways to run (``--suite-options '{"ways": ["whole logits", ...]}'``); the
-    first of ours is the base of the ratios.
+    first of ours is the base of the ratios. ``model`` (a folder) stands for the calculator preset's model on both
+    sides (the suite's tests pass a tiny one: they check the plumbing, not the speed).
     """
     ours, trl = {way.name: way for way in WAYS}, {name: (name, bf16) for name, bf16 in TRL_WAYS}
     ways = [_named(ours, way) if isinstance(way, str) else way for way in ways]
@@ -235,12 +239,12 @@ def run(
             from agentfly_train.models import resolve_model_path
 
             config = Config.load("calculator")
-            order.update(model=resolve_model_path(config.model.path), lr=config.train.lr)
+            order.update(model=model or resolve_model_path(config.model.path), lr=config.train.lr)
             _write_peer_batch(
                 _episodes(AutoTokenizer.from_pretrained(order["model"]), episodes, 0), Path(order["batch"])
             )
         for micro in micro_batches:
-            measured = [(way.name, "agentfly", way.bf16, _ours(way, micro, episodes, repeats)) for way in ways]
+            measured = [(way.name, "agentfly", way.bf16, _ours(way, micro, episodes, repeats, model)) for way in ways]
             if trl_python is not None:
                 measured += [
                     (name, "trl", bf16, _measure_trl(trl_python, order, micro, bf16)) for name, bf16 in trl_ways

@@ -2,7 +2,7 @@
 its run directory; a finished row is skipped on a re-run, a half-finished one redone, a failed one reported;
 bad options stop the suite before anything runs; the comparison tables and plots come out of row results.
 
-Only the first test trains (one ``--quick`` row on the bundled SmolLM2: a smoke run's budgets); the others
+Only the first test trains (one ``--quick`` row on a tiny random model: a smoke run's budgets); the others
 record or fake finished run directories. The learning itself is the suite's full run (figures in docs/learning.md).
 """
 
@@ -26,10 +26,11 @@ from agentfly_train.models import load_tokenizer
 from agentfly_train.sft import DemonstrationError, collect_expert, encode, parse_rows, rewarded
 
 
-def test_a_quick_row_trains_in_its_own_process_and_is_skipped_when_run_again(tmp_path, smollm2_dir, monkeypatch):
-    monkeypatch.setenv("AGENTFLY_MODEL_CACHE", str(Path(smollm2_dir).parent))  # the preset's model, converted once
+def test_a_quick_row_trains_in_its_own_process_and_is_skipped_when_run_again(tmp_path, tiny_model_dir, monkeypatch):
     assert available()["learning"] is learning and learning.DESCRIPTION
-    results = learning.run(quick=True, envs=["search"], out_dir=str(tmp_path))
+    # The plumbing, on a tiny model sampled by transformers: a row's process, its records, the re-run, the plot.
+    tiny = (f"model.path={json.dumps(tiny_model_dir)}", 'rollout.generator="transformers"')
+    results = learning.run(quick=True, envs=["search"], out_dir=str(tmp_path), overrides=tiny)
     row = results["envs"]["search"]
     assert "failed" not in row, row.get("log_tail")
     assert row["env"] == "AgentFly/Search-v0" and row["steps"] == 1 and len(row["rewards"]) == 1
@@ -46,7 +47,7 @@ def test_a_quick_row_trains_in_its_own_process_and_is_skipped_when_run_again(tmp
     assert "--config search" in printed and "AgentFly/Search-v0" in printed and "plumbing only" in printed
 
     monkeypatch.setattr(subprocess, "run", _no_training)
-    assert learning.run(quick=True, envs=["search"], out_dir=str(tmp_path))["envs"]["search"] == row
+    assert learning.run(quick=True, envs=["search"], out_dir=str(tmp_path), overrides=tiny)["envs"]["search"] == row
 
 
 def test_a_finished_row_is_skipped_and_one_of_another_config_run_again(tmp_path, monkeypatch, capsys):

@@ -42,9 +42,14 @@ def test_without_trl_the_suite_says_how_to_get_it(monkeypatch, capsys):
 
 
 @pytest.mark.skipif(peer_python("trl", "AGENTFLY_TRL_PYTHON") is None, reason="TRL's venv is missing: make peers")
-def test_trl_updates_the_same_batch_side_by_side(capsys):
+def test_trl_updates_the_same_batch_side_by_side(capsys, tiny_model_dir):
     results = update.run(
-        quick=True, micro_batches=(4,), ways=[update.WAYS[1]], trl_ways=[update.TRL_WAYS[0]], episodes=4
+        quick=True,
+        micro_batches=(4,),
+        ways=[update.WAYS[1]],
+        trl_ways=[update.TRL_WAYS[0]],
+        episodes=4,
+        model=tiny_model_dir,
     )
     ours, trl = results["rows"]
     assert (ours["side"], trl["side"]) == ("agentfly", "trl")
