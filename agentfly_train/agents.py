@@ -63,7 +63,7 @@ from agentfly_env.serve.mcp import StartedEpisode
 from agentfly_env.tools.tool_env import answer_action
 from agentfly_train.config import AgentConfig, Config, RolloutConfig
 from agentfly_train.gateway import Gateway, GatewaySettings
-from agentfly_train.generation import Generator
+from agentfly_train.generation import Generator, SamplingParams
 from agentfly_train.rollout import Episode, RolloutResult, RolloutStats, lease_envs, reset_episode, step_episode
 
 
@@ -472,10 +472,7 @@ def gateway_for(config: Config, generator: Generator, tokenizer: Any, *, tempera
         model=config.model.path,
         max_model_len=context,
         max_episode_tokens=rollout.max_episode_tokens,
-        max_new_tokens=rollout.max_new_tokens,
-        temperature=rollout.temperature if temperature is None else temperature,
-        top_p=rollout.top_p,
-        top_k=rollout.top_k,
+        sampling=SamplingParams.from_rollout(rollout, temperature=temperature),
         fixed_sampling=True,
         batch_wait_s=rollout.batch_wait_s,
         max_batch_size=rollout.max_batch_size,

@@ -82,13 +82,14 @@ def make_rollout(
     answered by the gateway), else the env loop; at ``temperature`` instead of the rollout's (an evaluation's)."""
     from agentfly_train.agents import AgentRollout, gateway_for, load_agent
     from agentfly_train.chat import ChatFormat
-    from agentfly_train.rollout import Rollout, sampling_params
+    from agentfly_train.generation import SamplingParams
+    from agentfly_train.rollout import Rollout
 
     if config.agent.plays:
         gateway = gateway_for(config, generator, tokenizer, temperature=temperature)
         return AgentRollout(envs, load_agent(config.agent), gateway, rollout_config, config.agent)
     chat = ChatFormat(tokenizer, config.rollout.observation_role)
-    params = None if temperature is None else sampling_params(rollout_config, chat, temperature=temperature)
+    params = SamplingParams.from_rollout(rollout_config, stop_token_ids=chat.end_of_turn_ids, temperature=temperature)
     return Rollout(envs, chat, generator, rollout_config, params=params)
 
 

@@ -373,18 +373,6 @@ async def lease_envs(
     return [lease for lease in leased if not isinstance(lease, BaseException)]
 
 
-def sampling_params(config: RolloutConfig, chat: ChatFormat, *, temperature: float | None = None) -> SamplingParams:
-    """The generator's sampling parameters for a rollout config."""
-    return SamplingParams(
-        max_new_tokens=config.max_new_tokens,
-        temperature=config.temperature if temperature is None else temperature,
-        top_p=config.top_p,
-        top_k=config.top_k,
-        stop=tuple(config.stop),
-        stop_token_ids=tuple(sorted(chat.end_of_turn_ids)),
-    )
-
-
 class Rollout:
     """Plays batches of episodes with a generator.
 
@@ -412,7 +400,7 @@ class Rollout:
         self.tokenizer = chat.tokenizer
         self.generator = generator
         self.config = config
-        self.params = params or sampling_params(config, chat)
+        self.params = params or SamplingParams.from_rollout(config, stop_token_ids=chat.end_of_turn_ids)
         self.lease_timeout_s = lease_timeout_s
         self.prefix_ids = chat.content_ids(config.assistant_prefix) if config.assistant_prefix else []
 

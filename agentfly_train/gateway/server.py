@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import functools
 import json
 import secrets
@@ -94,10 +95,11 @@ class GatewaySettings:
             call gets no more completion than is left; once it is spent the episode is over
             (:attr:`~agentfly_train.gateway.EpisodeCounters.over_budget`) and its later calls are answered at once
             with ``finish_reason="length"`` and no text.
-        max_new_tokens: Most tokens per completion (a request's ``max_tokens`` may ask for fewer).
-        temperature: Used when a request gives none.
-        top_p: Used when a request gives none.
-        top_k: Used for every call (0: off); OpenAI's API has no such field.
+        sampling: How calls are sampled (a trainer's: :meth:`SamplingParams.from_rollout`, as its env loop samples):
+            ``max_new_tokens``, the most per completion (a request's ``max_tokens`` may ask for fewer); the
+            ``temperature`` and ``top_p`` of a request that gives none (of every request under ``fixed_sampling``);
+            ``top_k`` for every call (OpenAI's API has no such field). A request's stop strings are its own, and the
+            chat template's end-of-turn tokens end every completion.
         fixed_sampling: Ignore a request's ``temperature``, ``top_p`` and ``seed``: a trainer's gateway samples every
             call as the run says (the update scores the sampled tokens at the run's temperature, and a group's
             chains must not share a program's fixed seed).
@@ -115,10 +117,7 @@ class GatewaySettings:
     model: str = "agentfly-policy"
     max_model_len: int = 4096
     max_episode_tokens: int = 0
-    max_new_tokens: int = 1024
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
+    sampling: SamplingParams = SamplingParams(max_new_tokens=1024)
     fixed_sampling: bool = False
     parser: str = "hermes"
     batch_wait_s: float = 0.05
@@ -410,7 +409,8 @@ class Gateway:
         the episode's budget: an empty one)."""
         settings = self.settings
         room = settings.max_model_len - len(prompt)
-        budget = min(body.max_tokens or settings.max_new_tokens, settings.max_new_tokens, room)
+        sampling = settings.sampling
+        budget = min(body.max_tokens or sampling.max_new_tokens, sampling.max_new_tokens, room)
         left = settings.max_episode_tokens - recording.tokens_with(prompt) if settings.max_episode_tokens else budget
         if left <= 0 or recording.counters.over_budget:  # the episode is over, whatever the program does next
             recording.counters.over_budget = True
@@ -418,11 +418,10 @@ class Gateway:
         if budget <= 0:
             return Generation([], [], "length"), 0.0
         fixed = settings.fixed_sampling
-        params = SamplingParams(
-            max_new_tokens=settings.max_new_tokens,
-            temperature=settings.temperature if fixed or body.temperature is None else body.temperature,
-            top_p=settings.top_p if fixed or body.top_p is None else body.top_p,
-            top_k=settings.top_k,
+        params = dataclasses.replace(
+            sampling,
+            temperature=sampling.temperature if fixed or body.temperature is None else body.temperature,
+            top_p=sampling.top_p if fixed or body.top_p is None else body.top_p,
             stop=body.stop,
             stop_token_ids=tuple(sorted(self.chat.end_of_turn_ids)),
         )

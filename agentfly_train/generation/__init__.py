@@ -19,12 +19,12 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from agentfly_train.config import Config
+    from agentfly_train.config import Config, RolloutConfig
 
 FinishReason = Literal["stop", "stop_string", "length"]
 
@@ -48,6 +48,29 @@ class SamplingParams:
     top_k: int = 0
     stop: Sequence[str] = ()
     stop_token_ids: Sequence[int] = ()
+
+    @classmethod
+    def from_rollout(
+        cls, rollout: RolloutConfig, *, stop_token_ids: Iterable[int] = (), temperature: float | None = None
+    ) -> SamplingParams:
+        """The sampling a run's ``[rollout]`` asks for, the one place it is read for the env loop and the gateway
+        alike: a turn's budget, the temperature (``temperature`` instead: an evaluation's), top-p, top-k and stop
+        strings; ``stop_token_ids`` (the chat template's end-of-turn tokens) end a turn.
+
+        Example:
+            >>> from agentfly_train.config import RolloutConfig
+            >>> params = SamplingParams.from_rollout(RolloutConfig(max_new_tokens=64, top_k=20), stop_token_ids={2})
+            >>> params.max_new_tokens, params.top_k, params.stop_token_ids, params.temperature
+            (64, 20, (2,), 1.0)
+        """
+        return cls(
+            max_new_tokens=rollout.max_new_tokens,
+            temperature=rollout.temperature if temperature is None else temperature,
+            top_p=rollout.top_p,
+            top_k=rollout.top_k,
+            stop=tuple(rollout.stop),
+            stop_token_ids=tuple(sorted(stop_token_ids)),
+        )
 
 
 @dataclass

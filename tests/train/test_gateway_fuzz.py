@@ -18,6 +18,7 @@ from serving import http_request
 from test_gateway import ADD, ScriptedGenerator, calculator_script
 
 from agentfly_train.gateway import BackgroundGateway, Gateway, GatewaySettings
+from agentfly_train.generation import SamplingParams
 
 pytestmark = pytest.mark.fuzz
 
@@ -50,7 +51,9 @@ CHAT = st.fixed_dictionaries(
 @pytest.fixture(scope="module")
 def gateway(tokenizer):
     generator = ScriptedGenerator(tokenizer, calculator_script)
-    settings_ = GatewaySettings(max_model_len=400, max_new_tokens=16, max_request_bytes=LIMIT, batch_wait_s=0.0)
+    settings_ = GatewaySettings(
+        max_model_len=400, sampling=SamplingParams(max_new_tokens=16), max_request_bytes=LIMIT, batch_wait_s=0.0
+    )
     with BackgroundGateway(Gateway(generator, tokenizer, settings_)) as running:
         episodes = [running.open_episode(), running.open_episode()]
         answered = {episode.key: 0 for episode in episodes}

@@ -130,17 +130,20 @@ def gateway_settings(sampling_params: Any, max_length: int, tokenizer: Any, sett
         >>> from types import SimpleNamespace
         >>> sampling = SimpleNamespace(temperature=0.7, top_p=1.0, top_k=-1, max_tokens=256)
         >>> gateway = gateway_settings(sampling, 2048, SimpleNamespace(name_or_path="m"), Settings(max_turn_tokens=64))
-        >>> gateway.max_model_len, gateway.max_new_tokens, gateway.temperature, gateway.top_k, gateway.fixed_sampling
+        >>> sampled = gateway.sampling
+        >>> gateway.max_model_len, sampled.max_new_tokens, sampled.temperature, sampled.top_k, gateway.fixed_sampling
         (2048, 64, 0.7, 0, True)
     """
     return GatewaySettings(
         model=getattr(tokenizer, "name_or_path", "") or GatewaySettings.model,
         max_model_len=max_length,  # the engine's context: OpenRLHF starts it with max_len
         max_episode_tokens=max_length,  # --data.max_len is rollout.max_episode_tokens, as the local gateway has it
-        max_new_tokens=settings.max_turn_tokens or sampling_params.max_tokens or max_length,
-        temperature=sampling_params.temperature,
-        top_p=sampling_params.top_p,
-        top_k=settings.top_k or max(sampling_params.top_k, 0),  # vLLM's "off" is -1 (or 0)
+        sampling=SamplingParams(
+            max_new_tokens=settings.max_turn_tokens or sampling_params.max_tokens or max_length,
+            temperature=sampling_params.temperature,
+            top_p=sampling_params.top_p,
+            top_k=settings.top_k or max(sampling_params.top_k, 0),  # vLLM's "off" is -1 (or 0)
+        ),
         fixed_sampling=True,  # OpenRLHF scores the sampled tokens at its own temperature
     )
 
