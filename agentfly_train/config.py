@@ -365,6 +365,12 @@ class SFTConfig(Section):
     """The tool-call format chat transcripts' ``tool_calls`` are written in (the env's parser)."""
     on_bad_row: Literal["skip", "fail"] = "skip"
     """A row that cannot be used: ``skip`` it (logged with its file and line) or ``fail``."""
+    self_imitation_every: ZeroOrMore = 0
+    """Every this many RL steps, fine-tune the policy on its own winning training episodes of those steps (success, or
+    a return of at least ``min_reward`` when that is set) together with the warm start's demonstrations, with this
+    section's ``epochs``, ``lr`` and ``batch_size``: iterated self-imitation (rejection-sampling fine-tuning between
+    RL steps, arXiv 2104.07972), for tasks where a step's groups are mostly all losses; a resumed run has its wins
+    alone. 0: off (local backend)."""
 
     @property
     def enabled(self) -> bool:

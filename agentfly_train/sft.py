@@ -353,9 +353,36 @@ def train_sft(
 
 
 def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], Any] | None = None) -> SFTResult:
-    """The ``[sft]`` stage of ``config`` on ``policy``: read, encode (with the rollout's chat format and
-    token budget) and train. Rows too long for ``rollout.max_episode_tokens`` count as bad rows. Expert
-    episodes come from ``env_fn``'s envs when given (the trainer's own), else from ``config.env``."""
+    """The ``[sft]`` stage of ``config`` on ``policy``: its :func:`demonstrations`, trained on (:func:`fine_tune`)."""
+    return fine_tune(config, policy, tokenizer, demonstrations(config, tokenizer, env_fn))
+
+
+def fine_tune(config: Any, policy: Any, tokenizer: Any, episodes: Sequence[Any]) -> SFTResult:
+    """``episodes`` (encoded demonstrations, or a rollout's own episodes) trained on with the ``[sft]`` section's
+    epochs, learning rate and batch size: the warm start's training, and self-imitation's."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return train_sft(
+        policy,
+        episodes,
+        epochs=config.sft.epochs,
+        lr=config.sft.lr,
+        batch_size=config.sft.batch_size,
+        pad_id=int(pad),
+        micro_batch_size=config.train.micro_batch_size,
+        seed=config.seed,
+        max_grad_norm=config.train.max_grad_norm,
+    )
+
+
+def demonstrations(config: Any, tokenizer: Any, env_fn: Callable[[], Any] | None = None) -> list[Any]:
+    """The ``[sft]`` section's demonstrations, encoded with the rollout's chat format and token budget: read from
+    its files, and played by the env's expert (``env_fn``'s envs when given, the trainer's own, else
+    ``config.env``'s) or, for an agent program, by the program against ``agent.expert``. Rows too long for
+    ``rollout.max_episode_tokens`` count as bad rows.
+
+    Raises:
+        DemonstrationError: none is left.
+    """
     from agentfly_train.chat import ChatFormat
 
     sft = config.sft
@@ -380,18 +407,7 @@ def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], An
         episodes += _agent_demonstrations(config, tokenizer, env_fn)
     if not episodes:
         raise DemonstrationError("no demonstration fits rollout.max_episode_tokens")
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    return train_sft(
-        policy,
-        episodes,
-        epochs=sft.epochs,
-        lr=sft.lr,
-        batch_size=sft.batch_size,
-        pad_id=int(pad),
-        micro_batch_size=config.train.micro_batch_size,
-        seed=config.seed,
-        max_grad_norm=config.train.max_grad_norm,
-    )
+    return episodes
 
 
 def _agent_demonstrations(config: Any, tokenizer: Any, env_fn: Callable[[], Any] | None) -> list[Any]:

@@ -215,6 +215,10 @@ class LocalTrainer:
         self.rollout = lifecycle.make_rollout(config, self.envs, self.generator, tokenizer, config.rollout)
         #: The episodes of the last training step, as they were trained on (for reports and soaks).
         self.last_episodes: list[Episode] = []
+        #: The warm start's demonstrations (encoded), kept for self-imitation (``sft.self_imitation_every``).
+        self.demonstrations: list[Any] = []
+        #: The policy's winning training episodes since the last self-imitation.
+        self.own_wins: list[Episode] = []
         # A separate engine (vLLM) samples with its own numerics: score the tokens with the trained model.
         self.recompute_logprobs = config.train.recompute_logprobs or not isinstance(
             self.generator, TransformersGenerator
@@ -289,7 +293,34 @@ class LocalTrainer:
         metrics["step_s"] = time.perf_counter() - started
         metrics["lr"] = self.scheduler.get_last_lr()[0]
         self.step += 1
+        every = config.sft.self_imitation_every
+        if every:
+            self.own_wins += [episode for episode in episodes if self._won(episode)]
+            if self.step % every == 0:
+                metrics.update(self.self_imitate())
         return metrics
+
+    def _won(self, episode: Episode) -> bool:
+        """Whether self-imitation keeps a training episode: it finished, and succeeded (or reached ``sft.min_reward``)."""
+        threshold = self.config.sft.min_reward
+        return episode.failure is None and (episode.success if threshold is None else episode.reward >= threshold)
+
+    def self_imitate(self) -> dict[str, float]:
+        """Fine-tune on the policy's wins since the last time (and the warm start's demonstrations), then push the
+        weights to the generator's engine; its metrics. No wins: nothing is trained."""
+        from agentfly_train.sft import fine_tune
+
+        wins, self.own_wins = self.own_wins, []
+        if not wins:
+            return {"self_imitation_episodes": 0}
+        result = fine_tune(self.config, self.policy, self.tokenizer, [*wins, *self.demonstrations])
+        if hasattr(self.generator, "update_weights"):
+            self.generator.update_weights(self.policy.state_dict().items())
+        return {
+            "self_imitation_episodes": len(wins),
+            "self_imitation_loss": result.losses[-1],
+            "self_imitation_s": result.seconds,
+        }
 
     # ----------------------------------------------------------------- the update
 
@@ -563,9 +594,10 @@ class LocalTrainer:
 
     def warm_start(self) -> dict[str, float]:
         """The ``[sft]`` stage on the policy (then pushed to the generator's engine); returns its metrics."""
-        from agentfly_train.sft import warm_start
+        from agentfly_train.sft import demonstrations, fine_tune
 
-        result = warm_start(self.config, self.policy, self.tokenizer, env_fn=self.env_fn)
+        self.demonstrations = demonstrations(self.config, self.tokenizer, self.env_fn)
+        result = fine_tune(self.config, self.policy, self.tokenizer, self.demonstrations)
         if hasattr(self.generator, "update_weights"):
             self.generator.update_weights(self.policy.state_dict().items())
         # RL starts from the warm-started model, as OpenRLHF's recipes pass the SFT checkpoint as --pretrain: the

@@ -289,3 +289,45 @@ def test_min_reward_keeps_only_the_experts_wins(tokenizer, min_reward):
     else:
         with pytest.raises(DemonstrationError, match="no demonstration"):
             warm_start(config, tiny_model(tokenizer), tokenizer)
+
+
+# ----------------------------------------------------------------------------- self-imitation
+
+
+def own_logprob(trainer, episodes) -> float:
+    """The policy's summed log-prob of the episodes' own turns."""
+    from agentfly_train.training import Batch, sequence_logprobs
+
+    batch = Batch.from_episodes(episodes, trainer.pad_id, trainer.device)
+    ids, attention, mask = batch.slice(torch.arange(len(batch)))
+    with torch.no_grad():
+        return float((sequence_logprobs(trainer.policy, ids, attention, mask, 1.0) * mask).sum())
+
+
+@pytest.mark.parametrize("every", [0, 1])
+def test_self_imitation_fine_tunes_on_the_policys_own_wins(tokenizer, tmp_path, every):
+    """With RL's own step all but off (a learning rate of 1e-12), only self-imitation can move the policy: it makes
+    the step's winning episodes (a return of at least min_reward) likelier; without it they stay as they were."""
+    from test_train_learning import ShoutEnv, shout_config
+
+    from agentfly_train.backends.local import LocalTrainer
+
+    torch.set_num_threads(1)
+    config = shout_config("grpo", tmp_path, steps=1, lr=1e-12, epochs=1)
+    config.sft.self_imitation_every, config.sft.min_reward, config.sft.lr = every, 0.3, 1e-2
+    config.sft.epochs, config.sft.batch_size = 4, 2
+    trainer = LocalTrainer(config, model=tiny_model(tokenizer), tokenizer=tokenizer, env_fn=ShoutEnv)
+    try:
+        metrics = trainer.train_step()
+        wins = [episode for episode in trainer.last_episodes if episode.reward >= 0.3]
+        assert wins and len(wins) < len(trainer.last_episodes)  # some won, some did not
+        after = own_logprob(trainer, wins)
+        trainer.policy.load_state_dict(tiny_model(tokenizer).state_dict())  # the same seeded start
+        before = own_logprob(trainer, wins)
+    finally:
+        trainer.close()
+    if every:
+        assert metrics["self_imitation_episodes"] == len(wins) and trainer.own_wins == []
+        assert after > before + 100, (before, after)  # -727 -> -285 when this was written
+    else:
+        assert "self_imitation_episodes" not in metrics and after == pytest.approx(before, abs=1e-3)
