@@ -61,3 +61,15 @@ def test_every_relative_link_of_the_docs_reaches_its_file_and_heading(page):
 def test_the_readme_is_a_front_door():
     """The README stays short: what it is, the two commands, snippets, headline tables; the rest is in docs/."""
     assert len((REPO_ROOT / "README.md").read_text().splitlines()) <= 250
+
+
+def test_the_readmes_env_list_is_what_agentfly_env_list_prints(capsys):
+    """The "Which envs are there" block is the command's output, as a fresh machine with every extra prints it."""
+    from agentfly_env.runners.catalog import main
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    block = readme.split("## Which envs are there", 1)[1].split("```\n", 2)[1]
+    assert main(["list"]) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("AgentFly/")]
+    # Compared word by word: the id column is as wide as the longest registered id (tests register longer ones).
+    assert [line.split() for line in block.rstrip("\n").splitlines()] == [line.split() for line in printed]
