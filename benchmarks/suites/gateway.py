@@ -259,7 +259,7 @@ async def _direct(
     scheduler = GenerationScheduler(
         generator, batch_wait_s=settings.batch_wait_s, max_batch_size=settings.max_batch_size
     )
-    params = SamplingParams(max_new_tokens=settings.max_new_tokens)
+    params = SamplingParams(max_new_tokens=settings.sampling.max_new_tokens)
     added: list[float] = []
 
     async def episode(index: int, calls: list[list[int]]) -> None:
