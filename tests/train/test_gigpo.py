@@ -107,14 +107,18 @@ def test_with_a_tight_budget_gigpo_learns_faster_than_grpo():
 @settings(max_examples=50, deadline=None)
 @given(
     turns=st.lists(
-        st.tuples(st.integers(0, 3), st.sampled_from("abc"), st.floats(-2, 2, allow_nan=False)), min_size=1, max_size=8
+        st.tuples(st.integers(0, 3), st.sampled_from("abc"), st.integers(-8, 8).map(lambda quarters: quarters / 4)),
+        min_size=1,
+        max_size=8,
     ).map(sorted),
     rows=st.integers(1, 4),
     gamma=st.sampled_from([1.0, 0.9]),
 )
 def test_turns_from_one_state_of_one_group_are_normalised_against_each_other(turns, rows, gamma):
     """Over each (group, state) class of two or more turns, the step advantages have mean 0 and std 1 (0 when the
-    returns agree); a turn alone in its class gets 0. Rows 0-1 are one group, 2-3 another."""
+    returns agree); a turn alone in its class gets 0. Rows 0-1 are one group, 2-3 another. Rewards are quarters
+    between -2 and 2, as step rewards are: returns that differ by less than about 1e-3 are shaped in float32 over
+    their std plus 1e-6, which is not exactly 0 and 1 (hypothesis found rewards of 0 and -0.0001 giving std 0.99)."""
     anchors = [TurnAnchor(row % rows, n, n + 1, state, reward) for n, (row, state, reward) in enumerate(turns)]
     anchors.sort(key=lambda anchor: anchor.row)
     groups = [row // 2 for row in range(rows)]
