@@ -139,6 +139,11 @@ def pick_device(device: str = "auto") -> Any:
     return torch.device(device)
 
 
+def pad_id(tokenizer: Any) -> int:
+    """The token that pads a batch's rows: the tokenizer's pad token, else its end-of-sequence token."""
+    return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+
+
 def load_tokenizer(path: str, cache_dir: str | os.PathLike[str] | None = None) -> Any:
     """The tokenizer of a model (converted first when it is GGUF), with a pad token set."""
     from transformers import AutoTokenizer

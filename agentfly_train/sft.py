@@ -360,14 +360,15 @@ def warm_start(config: Any, policy: Any, tokenizer: Any, env_fn: Callable[[], An
 def fine_tune(config: Any, policy: Any, tokenizer: Any, episodes: Sequence[Any]) -> SFTResult:
     """``episodes`` (encoded demonstrations, or a rollout's own episodes) trained on with the ``[sft]`` section's
     epochs, learning rate and batch size: the warm start's training, and self-imitation's."""
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    from agentfly_train.models import pad_id
+
     return train_sft(
         policy,
         episodes,
         epochs=config.sft.epochs,
         lr=config.sft.lr,
         batch_size=config.sft.batch_size,
-        pad_id=int(pad),
+        pad_id=pad_id(tokenizer),
         micro_batch_size=config.train.micro_batch_size,
         seed=config.seed,
         max_grad_norm=config.train.max_grad_norm,

@@ -27,9 +27,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["HEADING", "action_list", "chosen_action"]
+__all__ = ["HEADING", "PROMPT", "action_list", "chosen_action"]
 
 HEADING = "Valid actions (reply with one, or its number):"
+#: What an env's system prompt says of the list when the option is on.
+PROMPT = "Each observation ends with the valid actions: reply with one of them, or its number."
 _NUMBER = re.compile(r"\s*(\d{1,4})\s*[.)]?\s*")
 
 

@@ -45,21 +45,17 @@ from agentfly_env.core.env import AgentEnv
 from agentfly_env.core.recording import TrajectoryWriter
 from agentfly_env.resources.files import atomic_path
 from agentfly_train import algorithms, lifecycle
-from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config
 from agentfly_train.generation import build_generator, describe
 from agentfly_train.generation.hf import TransformersGenerator
 from agentfly_train.metrics import (
-    MetricsLogger,
     episode_metrics,
     gateway_metrics,
     per_env_metrics,
     sequence_metrics,
     uniform_group_rate,
 )
-from agentfly_train.models import (
-    pick_device,
-)
+from agentfly_train.models import pad_id, pick_device
 from agentfly_train.rollout import Episode, run_env_pool
 from agentfly_train.run_files import (
     CHECKPOINT_PREFIX,
@@ -207,7 +203,6 @@ class LocalTrainer:
             self.optimizer, lambda n: min(1.0, (n + 1) / warmup) if warmup else 1.0
         )
 
-        self.chat = ChatFormat(tokenizer, config.rollout.observation_role)
         self.envs = run_env_pool(config, config.episodes_per_step, env_fn=env_fn)
         self.generator = build_generator(config, self.policy, tokenizer)
         #: Which generator samples, for the run's log (``vllm (float32)``).
@@ -230,8 +225,7 @@ class LocalTrainer:
             algorithm.is_correction_level, algorithm.is_correction_mode, algorithm.is_correction_gating, low, high
         )
         self.step = 0
-        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
-        self._logger: MetricsLogger | None = None
+        self.pad_id = pad_id(tokenizer)
         #: Where the steps' trajectories go while :meth:`fit` runs (``log.trajectories``).
         self.trajectories: TrajectoryWriter | None = None
 

@@ -43,6 +43,7 @@ from agentfly_env.core.manifest import DataSpec, Manifest, RewardSpec, tool_sche
 from agentfly_env.core.spaces import ToolCallSpace, ToolSpec
 from agentfly_env.core.types import ToolCall
 from agentfly_env.resources.pool import Lease
+from agentfly_env.tools.listed_actions import PROMPT as LISTED_ACTIONS_PROMPT
 from agentfly_env.tools.listed_actions import action_list, chosen_action
 from agentfly_env.tools.parsing import CommandParser
 from agentfly_env.tools.rewards import RewardResult, reward
@@ -76,7 +77,6 @@ TEXT_SYSTEM_PROMPT = (
     "<receptacle>, move <object> to <receptacle>, heat/cool/clean <object> with <receptacle>, use <object>, "
     "examine <something>, inventory, look. The episode ends as soon as the task is done."
 )
-LISTED_ACTIONS_PROMPT = "Each observation ends with the valid commands: reply with one of them, or its number."
 #: ALFWorld's step budget (``max_nb_steps_per_episode`` in its configs), the turn budget of the text mode.
 STEP_LIMIT = 50
 #: The handcoded expert's own step cap (``AlfredExpert``): the game set keeps every game it wins within it.

@@ -49,6 +49,7 @@ from typing import Any, Literal, TypeVar
 from agentfly_env.core.aio import run_sync
 from agentfly_env.core.manifest import DataSpec, Manifest, RewardSpec, tool_schemas
 from agentfly_env.core.types import ParseResult, Step, ToolCall, ToolResult
+from agentfly_env.tools.listed_actions import PROMPT as LISTED_ACTIONS_PROMPT
 from agentfly_env.tools.listed_actions import action_list, chosen_action
 from agentfly_env.tools.parsing import CommandParser
 from agentfly_env.tools.rewards import RewardResult, reward
@@ -88,7 +89,6 @@ STEP_LIMIT = 100
 #: The simulator's answer to a command it cannot parse (counted as ``unknown_command`` in ``info["step"].errors``).
 UNKNOWN_COMMAND = "No known action matches that input."
 
-LISTED_ACTIONS_PROMPT = "Each observation ends with valid actions: reply with one of them, or its number."
 _WHITESPACE = re.compile(r"\s+")
 _VALID_ACTIONS_SHOWN = 150
 _GOLD_CACHE_SIZE = 4096

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import agentfly_env  # noqa: F401
 from agentfly_env import run_sync
 from agentfly_env.resources.pool import ResourceManager
-from agentfly_env.tools.listed_actions import HEADING, action_list
+from agentfly_env.tools.listed_actions import HEADING, PROMPT, action_list
 from agentfly_envs.alfworld import (
     ENGINE_POOL,
     ALFWorldEnv,
@@ -28,7 +28,6 @@ from agentfly_envs.alfworld import (
     GeneratedGames,
 )
 from agentfly_envs.alfworld.engine import engine_spec
-from agentfly_envs.alfworld.env import LISTED_ACTIONS_PROMPT
 from agentfly_envs.alfworld.generator import (
     TASK_TYPES,
     alfworld_logic,
@@ -288,7 +287,7 @@ def test_listed_actions_end_each_observation_and_a_number_plays_the_command_it_l
     """``list_actions``: the walkthrough played by number wins; a number past the list, or a number without the
     option, is a command the game does not know."""
     env = make_env(task_types=["pick_and_place_simple"], action_mode="text", list_actions=True)
-    assert LISTED_ACTIONS_PROMPT in env.system_prompt
+    assert PROMPT in env.system_prompt
     observation, info = env.reset(options=GAME)
     walkthrough, listed = env.engine.walkthrough, info["admissible_commands"]
     assert observation.endswith(action_list(listed)) and observation.startswith("-= Welcome to TextWorld, ALFRED! =-")

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import agentfly_env
 from agentfly_env.core.env import OptionsError
 from agentfly_env.resources.pool import ResourceManager
-from agentfly_env.tools.listed_actions import HEADING, action_list
+from agentfly_env.tools.listed_actions import HEADING, PROMPT, action_list
 from agentfly_envs.scienceworld import (
     ENGINE_POOL,
     ScienceWorldEnv,
@@ -33,7 +33,7 @@ from agentfly_envs.scienceworld import (
     variations,
 )
 from agentfly_envs.scienceworld.engine import EngineFailure, ScienceWorldEngine
-from agentfly_envs.scienceworld.env import LISTED_ACTIONS_PROMPT, STEP_LIMIT, UNKNOWN_COMMAND
+from agentfly_envs.scienceworld.env import STEP_LIMIT, UNKNOWN_COMMAND
 from agentfly_envs.scienceworld.pool import engine_spec
 from agentfly_envs.scienceworld.tasks import SPLITS, check_simplifications
 
@@ -284,7 +284,7 @@ async def test_listed_actions_end_each_observation_and_a_number_plays_the_action
     """``list_actions``: the valid actions with the given prefixes, numbered; the gold path played by number wins."""
     prefixes = ("open door", "go to", "look around", "focus on")
     env = make(manager, action_mode="text", list_actions=prefixes)
-    assert LISTED_ACTIONS_PROMPT in env.system_prompt
+    assert PROMPT in env.system_prompt
     observation, _ = await env.areset(
         options={"task_name": "lifespan-longest-lived", "variation": 5, "gold_path": True}
     )

@@ -13,15 +13,14 @@ solve their task. Each returned row also goes through OpenRLHF's own ``_process_
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import sys
 from types import SimpleNamespace
 
 import pytest
 import vllm
-from openrlhf.utils.agent import AgentExecutorBase
 from serving import REPO_ROOT
+from test_openrlhf_agent import load_agent_file
 
 from agentfly_train.backends.openrlhf import PROGRAM_AGENT_FILE, executor, program_executor
 from agentfly_train.backends.openrlhf.settings import SETTINGS_FILE, Settings, write_plugin
@@ -101,16 +100,6 @@ def calculator_prompt(tmp_path, tokenizer, seed: int = 0, **options) -> tuple[st
 def sampling(logprobs: int | None = 1) -> vllm.SamplingParams:
     """What OpenRLHF's sample generator sends (its ``_dispatch_prompts_to_vllm``)."""
     return vllm.SamplingParams(temperature=1.0, top_p=1.0, top_k=-1, max_tokens=64, min_tokens=1, logprobs=logprobs)
-
-
-def load_agent_file(path):
-    """An agent file loaded the way OpenRLHF's ``_load_agent_executor`` loads it: by path, not put in
-    ``sys.modules``."""
-    spec = importlib.util.spec_from_file_location("agent_module", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert issubclass(module.AgentExecutor, AgentExecutorBase)
-    return module
 
 
 @pytest.fixture
