@@ -54,3 +54,17 @@ def smollm2_dir(request, tmp_path_factory) -> str:
     cache = getattr(request.config, "cache", None)
     folder = cache.mkdir("agentfly-models") if cache is not None else tmp_path_factory.mktemp("agentfly-models")
     return str(convert_gguf(bundled_gguf(), folder))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(smollm2_dir, tmp_path_factory) -> str:
+    """A two-layer random Llama with SmolLM2's tokenizer (and chat template), saved as a model folder: for tests of
+    plumbing and output (the benchmark suites that train, the command line's fine-tune), quick to load and update.
+    """
+    from agentfly_train.models import load_tokenizer, random_model
+
+    tokenizer = load_tokenizer(smollm2_dir)
+    folder = tmp_path_factory.mktemp("tiny-model")
+    random_model(tokenizer).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)

@@ -33,7 +33,7 @@ What the run reports:
   :class:`~agentfly_env.core.recording.TrajectoryWriter` (fsynced), then the file is read back with
   :func:`~agentfly_env.core.recording.read_trajectories` (typed, validating) and each record compared with
   what was written: *lost* (written, not found) and *corrupted* (damaged, or not what was written);
-- leaks: every process that ran below this one (noted as they appear, so the orphans of a killed
+- leaks: every process that started below this one during the soak (noted as they appear, so the orphans of a killed
   server count too) still running once everything was shut down, the processes left unreaped
   (zombies) before and after shutdown, and the sessions and env leases the server and the Ray pool
   still held once every client had gone;
@@ -218,6 +218,9 @@ class Soak:
     seeds: Iterator[int] = field(default_factory=itertools.count)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     seen: dict[int, tuple[str, str]] = field(default_factory=dict)  # pid -> (start time, command line)
+    # Processes below this one before the soak began (another caller's, e.g. an earlier test's pooled engines in the
+    # same pytest worker): neither killed nor counted as the soak's leaks.
+    before: frozenset[int] = field(default_factory=lambda: frozenset(descendants(os.getpid())))
     cpu: dict[int, int] = field(default_factory=dict)  # pid -> CPU ticks when last noted
     server_restarts: int = 0
     train_actor_pids: set[int] = field(default_factory=set)  # the train lane's env actors (its kills' lane)
@@ -333,10 +336,10 @@ def kind_of(command: str) -> str | None:
 
 
 def note_processes(soak: Soak) -> dict[int, tuple[str, int]]:
-    """Every process below this one now (noted in ``soak.seen``), by pid: its command line and the CPU
-    ticks it used since it was last noted (how busy it is)."""
+    """Every process below this one now that the soak started (noted in ``soak.seen``), by pid: its command
+    line and the CPU ticks it used since it was last noted (how busy it is)."""
     found = {}
-    for pid in descendants(os.getpid()):
+    for pid in _started_by_soak(soak):
         info = _proc(pid)
         if info is not None:
             soak.seen.setdefault(pid, (info.start, info.command))
@@ -355,9 +358,13 @@ def still_alive(soak: Soak) -> list[dict[str, Any]]:
     return alive
 
 
-def zombies_below() -> list[str]:
-    """Command names of the processes below this one that died and nobody reaped."""
-    return [info.command[:80] for pid in descendants(os.getpid()) if (info := _proc(pid)) and info.state == "Z"]
+def zombies_below(soak: Soak) -> list[str]:
+    """Command names of the processes the soak started below this one that died and nobody reaped."""
+    return [info.command[:80] for pid in _started_by_soak(soak) if (info := _proc(pid)) and info.state == "Z"]
+
+
+def _started_by_soak(soak: Soak) -> list[int]:
+    return [pid for pid in descendants(os.getpid()) if pid not in soak.before]
 
 
 # ---------------------------------------------------------------------------------------- the serve lane
@@ -840,7 +847,7 @@ async def _soak(config: Config) -> dict[str, Any]:
                 await server.ready.wait()
             leaks["server_sessions"] = await asyncio.to_thread(_quiet_sessions, server)
         note_processes(soak)
-        leaks["zombies_before_shutdown"] = zombies_below()
+        leaks["zombies_before_shutdown"] = zombies_below(soak)
         if pool is not None:
             stats = pool.stats()
             leaks["ray_pool_in_use"] = stats.in_use

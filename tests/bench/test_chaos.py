@@ -8,6 +8,8 @@ idle 2-core machine). Nothing here is timed.
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from rich.console import Console
 
@@ -74,6 +76,24 @@ def test_a_training_run_takes_its_steps_while_its_env_actors_are_killed(tmp_path
     trajectories = results["trajectories"]
     assert trajectories["lost"] == trajectories["corrupted"] == 0 and trajectories["verified_intact"] > 0
     assert results["leaks"]["processes"] == []
+
+
+def test_processes_from_before_the_soak_are_neither_its_targets_nor_its_leaks(tmp_path):
+    """A pytest worker runs test files one after another: an earlier test's pooled processes may still live
+    below this one when a soak starts. They are not the soak's to kill or to report."""
+    earlier = subprocess.Popen(["sleep", "60"])
+    try:
+        soak = chaos.Soak(chaos.TrajectoryWriter(tmp_path / "trajectories.jsonl"))
+        own = subprocess.Popen(["sleep", "60"])
+        try:
+            assert set(chaos.note_processes(soak)) == {own.pid}
+            assert [process["pid"] for process in chaos.still_alive(soak)] == [own.pid]
+        finally:
+            own.kill()
+            own.wait()
+    finally:
+        earlier.kill()
+        earlier.wait()
 
 
 def test_the_scripts_solve_the_envs_they_are_counted_for():

@@ -222,20 +222,20 @@ def test_micro_batches_accumulate_to_the_whole_batchs_step(tokenizer):
         assert (params - whole).abs().max() <= 1e-3 * moved.max()
 
 
-def test_collect_then_sft_from_the_command_line(tmp_path, smollm2_dir, capsys):
+def test_collect_then_sft_from_the_command_line(tmp_path, tiny_model_dir, capsys):
     demos = tmp_path / "expert.jsonl"
     env_options = ["--env-option", 'tools=["calculator"]', "--env-option", 'dataset="basic_arithmetic"']
     assert main(["collect", "--env", MATH[0], *env_options, "--episodes", "3", "--output", str(demos)]) == 0
     assert len(demos.read_text().splitlines()) == 3
     out = tmp_path / "warm"
     code = main(
-        ["sft", "--model", smollm2_dir, "--data", str(demos), "--epochs", "2", "--out", str(out), "--lr", "1e-4"]
+        ["sft", "--model", tiny_model_dir, "--data", str(demos), "--epochs", "2", "--out", str(out), "--lr", "1e-4"]
     )
     assert code == 0 and (out / "final" / "model.safetensors").is_file()
     printed = capsys.readouterr().out
     assert "sft: 3 episodes" in printed and "loss" in printed
     with pytest.raises(SystemExit):
-        main(["sft", "--model", smollm2_dir, "--out", str(out)])  # no data: a usage error
+        main(["sft", "--model", tiny_model_dir, "--out", str(out)])  # no data: a usage error
 
 
 def test_a_run_warm_starts_on_expert_episodes_and_reports_three_stages(tokenizer, tmp_path):
