@@ -139,9 +139,13 @@ def pick_device(device: str = "auto") -> Any:
     return torch.device(device)
 
 
-def pad_id(tokenizer: Any) -> int:
-    """The token that pads a batch's rows: the tokenizer's pad token, else its end-of-sequence token."""
-    return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+def pad_id(tokenizer: Any, fallback: int | None = None) -> int:
+    """The token that pads a batch's rows: the tokenizer's pad token, else its end-of-sequence token, else
+    ``fallback`` where one is given."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if pad is None and fallback is not None:
+        pad = fallback
+    return int(pad)
 
 
 def load_tokenizer(path: str, cache_dir: str | os.PathLike[str] | None = None) -> Any:

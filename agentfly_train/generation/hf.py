@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from agentfly_train.generation import Generation, GenerationRequest, SamplingParams
+from agentfly_train.models import pad_id
 
 
 class TransformersGenerator:
@@ -39,8 +40,7 @@ class TransformersGenerator:
     def __init__(self, model: Any, tokenizer: Any) -> None:
         self.model = model
         self.tokenizer = tokenizer
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.pad_id = int(pad if pad is not None else 0)
+        self.pad_id = pad_id(tokenizer, fallback=0)
         #: The context it holds: the model's max positions (None when its config does not say).
         self.max_model_len: int | None = getattr(model.config, "max_position_embeddings", None)
         #: Tokens generated and seconds spent, for throughput metrics.
