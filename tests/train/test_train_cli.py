@@ -251,6 +251,10 @@ def test_train_then_eval_on_the_bundled_model(smollm2_dir, tmp_path, capsys):
             "1",
             "--out",
             str(out),
+            # The trained model samples itself: a second vLLM boot would double the test's time, and an engine
+            # started from a loaded policy (as eval's would be) is test_vllm.py's.
+            "--set",
+            "rollout.generator='transformers'",
         ]
     )
     assert code == 0
