@@ -58,10 +58,10 @@ lint: setup
 # The suite in two pytest workers (pytest-xdist), each taking a whole test file at a time, so a file's module-scoped
 # engines and models load once: most tests wait on processes, sockets and engines more than they compute, so two
 # workers share two cores well (measured in docs/architecture.md#the-test-suite). A worker holds up to about 7 GB.
-# TEST_WORKERS=0 runs the suite in this one process.
+# tests/conftest.py starts the slowest files first. TEST_WORKERS=0 runs the suite in this one process.
 TEST_WORKERS ?= 2
 test: setup system-deps lint peers gpu-resolve
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: setup
 	$(VENV)/bin/agentfly-bench --compare gym-sync gym-async

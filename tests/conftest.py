@@ -8,9 +8,33 @@ this file; pyproject's ``pythonpath = ["tests"]`` makes them importable from eve
 """
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from redis_server import RedisServer
+
+#: The slowest files (each boots a vLLM engine or loads a model per module), slowest first: ``make test`` starts
+#: them before the rest. Its workers take a whole file at a time (``--dist loadfile``), so a long file started last
+#: would run on alone at the end; xdist's own order (most tests first) started them last.
+SLOWEST_FILES = (
+    "train/test_vllm.py",
+    "train/test_gateway_framework.py",
+    "train/test_train_learning.py",
+    "train/test_openrlhf_vllm.py",
+    "envs/test_alfworld.py",
+    "train/test_train_cli.py",
+    "train/test_agents.py",
+    "train/test_sft.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Runs the tests of ``SLOWEST_FILES`` first, in that order; the rest keep theirs."""
+    tests = Path(__file__).parent
+    if missing := [name for name in SLOWEST_FILES if not (tests / name).is_file()]:
+        raise pytest.UsageError(f"tests/conftest.py's SLOWEST_FILES names files that are gone: {missing}")
+    rank = {tests / name: index for index, name in enumerate(SLOWEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))
 
 
 @pytest.fixture
