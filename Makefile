@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SYSTEM_PACKAGES := redis-server bubblewrap
 
-.PHONY: setup system-deps demo play lint test bench peers clean gpu-setup gpu-resolve
+.PHONY: setup system-deps demo play lint test test-deps bench peers clean gpu-setup gpu-resolve
 
 setup: $(VENV)/.installed
 
@@ -60,8 +60,13 @@ lint: setup
 # workers share two cores well (measured in docs/architecture.md#the-test-suite). A worker holds up to about 7 GB.
 # tests/conftest.py starts the slowest files first. TEST_WORKERS=0 runs the suite in this one process.
 TEST_WORKERS ?= 2
-test: setup system-deps lint peers gpu-resolve
+test:
+	$(MAKE) --jobs=8 --output-sync=target test-deps
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+# What the suite needs, set up side by side by `make test` (the venvs download and unpack while TextWorld's engine
+# compiles): about 2 minutes on a fresh machine where one after another took about 6.
+test-deps: setup system-deps lint peers gpu-resolve
 
 bench: setup
 	$(VENV)/bin/agentfly-bench --compare gym-sync gym-async
@@ -77,25 +82,27 @@ bench: setup
 # OpenAIServerModel), about 140 MB each, their `openai` client pinned as the dev venv's. `make test` sets them up
 # too, so the side-by-side tests run.
 AGENTS_SDK := openai_agents-0.24.0
-peers:
-	test -x .venv-peers/gem/bin/python || $(PYTHON) -m venv .venv-peers/gem
-	.venv-peers/gem/bin/python -m pip install --quiet gem-llm==0.1.0
-	test -x .venv-peers/openenv/bin/python || $(PYTHON) -m venv .venv-peers/openenv
-	.venv-peers/openenv/bin/python -m pip install --quiet openenv==0.10.0
-	test -x .venv-peers/trl/bin/python || $(PYTHON) -m venv .venv-peers/trl
-	.venv-peers/trl/bin/python -m pip install --quiet trl==1.16.0 transformers==5.24.0 accelerate==1.15.0 \
-		datasets==5.2.0 torch==2.13.0
-	test -x .venv-peers/openai-agents/bin/python || $(PYTHON) -m venv .venv-peers/openai-agents
-	.venv-peers/openai-agents/bin/python -m pip install --quiet openai-agents==0.24.0
+AGENTS_EXAMPLE := .venv-peers/openai-agents/examples/model_providers/custom_example_agent.py
+PEERS := gem openenv trl openai-agents langgraph smolagents
+PEER_gem := gem-llm==0.1.0
+PEER_openenv := openenv==0.10.0
+PEER_trl := trl==1.16.0 transformers==5.24.0 accelerate==1.15.0 datasets==5.2.0 torch==2.13.0
+PEER_openai-agents := openai-agents==0.24.0
+PEER_langgraph := langgraph==1.2.24 langgraph-prebuilt==1.1.3 langchain-core==1.8.3 langchain-openai==1.7.4 openai==3.57.0
+PEER_smolagents := 'smolagents[openai]==1.26.0' openai==3.57.0
+peers: $(PEERS:%=.venv-peers/%/.installed) $(AGENTS_EXAMPLE)
+
+.venv-peers/%/.installed: Makefile
+	test -x .venv-peers/$*/bin/python || $(PYTHON) -m venv .venv-peers/$*
+	.venv-peers/$*/bin/python -m pip install --quiet $(PEER_$*)
+	touch $@
+
+$(AGENTS_EXAMPLE): .venv-peers/openai-agents/.installed
 	test -f .venv-peers/openai-agents/sdist/$(AGENTS_SDK).tar.gz || .venv-peers/openai-agents/bin/python -m pip \
 		download --quiet --no-deps --no-binary :all: --dest .venv-peers/openai-agents/sdist openai-agents==0.24.0
 	tar -xzf .venv-peers/openai-agents/sdist/$(AGENTS_SDK).tar.gz -C .venv-peers/openai-agents \
 		--strip-components=1 $(AGENTS_SDK)/examples/model_providers/custom_example_agent.py
-	test -x .venv-peers/langgraph/bin/python || $(PYTHON) -m venv .venv-peers/langgraph
-	.venv-peers/langgraph/bin/python -m pip install --quiet langgraph==1.2.24 langgraph-prebuilt==1.1.3 \
-		langchain-core==1.8.3 langchain-openai==1.7.4 openai==3.57.0
-	test -x .venv-peers/smolagents/bin/python || $(PYTHON) -m venv .venv-peers/smolagents
-	.venv-peers/smolagents/bin/python -m pip install --quiet 'smolagents[openai]==1.26.0' openai==3.57.0
+	touch $@
 
 # The GPU stack (the `openrlhf` extra) on a GPU machine, in a venv, in the order that works: openrlhf 0.11.2
 # requires flash-attn 2.8.3, an sdist whose setup.py imports torch, so a plain `pip install -e '.[openrlhf]'`
