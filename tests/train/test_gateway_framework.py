@@ -351,10 +351,9 @@ def test_each_framework_evaluates_on_the_bundled_model_with_no_failed_episode(
     # The preset names a program, which the command replaces. No time limit to speak of: nothing here is about time.
     argv = ["--config", "agent-calculator", "--agent-command", framework.command, "--set", "agent.timeout_s=1800"]
     argv += ["--max-new-tokens", "32", "--out", str(tmp_path)]
+    argv += ["--episodes", "2"]
     if framework.name == "smolagents":  # each of its calls is a row of ~1,300 tokens: the episode's rows need room
-        argv += ["--episodes", "2", "--max-episode-tokens", "8192"]
-    else:
-        argv += ["--episodes", "4"]
+        argv += ["--max-episode-tokens", "8192"]
     config = resolve_config(build_parser("eval").parse_args(argv))
     recordings: list[EpisodeRecording] = []
     close_episode = Gateway.close_episode
