@@ -14,8 +14,8 @@ runs inside). The bubblewrap jail it builds:
   home and the rest of ``/etc`` (``shadow`` included) are not there at all. The root is remounted
   read-only last.
 * **user**: when the host runs as root, each session switches to a uid of its own (from
-  ``uid_base``), so the process limit counts only that sandbox's processes and no session can touch
-  another's. bubblewrap keeps just ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_KILL`` for the supervisor;
+  ``uid_base``, reserved host-wide so that two processes' sandboxes never share one), so the process
+  limit counts only that sandbox's processes and no session can touch another's. bubblewrap keeps just ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_KILL`` for the supervisor;
   the session drops them with root, under ``no_new_privs`` and ``nosuid`` mounts.
 * **limits** (``setrlimit`` in each session): address space, CPU seconds, processes, file size, open
   files, no core dumps; a wall-clock timeout per call, after which the host kills the whole sandbox.
@@ -60,6 +60,7 @@ import os
 import pwd
 import shutil
 import site
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -68,7 +69,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -431,26 +432,74 @@ def _nproc_counts_per_sandbox(has_own_uid: bool, user_namespace: bool) -> bool:
 
 
 class _UidPool:
-    """Hands out uids from a range, one per live sandbox of this process."""
+    """Hands out uids from a range, one per live sandbox on this host.
+
+    A uid is reserved across processes by an exclusive ``flock`` on a file named after it in
+    :data:`UID_LOCK_DIR`, which the kernel drops when its holder exits, however it exits; a uid that a
+    process still runs as (an orphan of a killed host, still dying) is skipped too. Two hosts' sandboxes
+    sharing a uid would share its process limit.
+    """
 
     def __init__(self) -> None:
-        self._used: set[int] = set()
+        self._held: dict[int, int] = {}  # uid -> the descriptor that holds its lock
         self._lock = threading.Lock()
 
     def take(self, base: int, count: int) -> int:
         with self._lock:
+            directory = _uid_lock_dir()
+            running = set(processes_running_as().values())
             start = os.getpid() % count  # processes sharing a range start in different places
             for step in range(count):
                 uid = base + (start + step) % count
-                if uid in self._used or _is_account(uid):
+                if uid in self._held or uid in running or _is_account(uid):
                     continue
-                self._used.add(uid)
+                fd = os.open(directory / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:  # another process's sandbox has it
+                    os.close(fd)
+                    continue
+                self._held[uid] = fd
                 return uid
         raise SandboxUnavailable(f"all {count} sandbox uids from {base} are in use; raise uid_count")
 
     def give(self, uid: int) -> None:
         with self._lock:
-            self._used.discard(uid)
+            fd = self._held.pop(uid, None)
+        if fd is not None:
+            os.close(fd)
+
+
+#: Where processes on this host reserve sandbox uids (one lock file per uid; only a root host uses it).
+UID_LOCK_DIR = Path(tempfile.gettempdir()) / "agentfly-sandbox-uids"
+
+
+def _uid_lock_dir() -> Path:
+    """:data:`UID_LOCK_DIR`, made private to this user if it is missing; refused if anyone else could write it."""
+    try:
+        UID_LOCK_DIR.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    status = UID_LOCK_DIR.lstat()
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid() or status.st_mode & 0o022:
+        raise SandboxUnavailable(
+            f"{UID_LOCK_DIR} must be a directory that only uid {os.geteuid()} can write; remove it and retry"
+        )
+    return UID_LOCK_DIR
+
+
+def processes_running_as(uids: Collection[int] | None = None) -> dict[int, int]:
+    """The host's processes (pid -> uid) that run as any of ``uids`` (None: as any uid)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                uid = entry.stat().st_uid
+            except FileNotFoundError:  # gone while we looked
+                continue
+            if uids is None or uid in uids:
+                found[int(entry.name)] = uid
+    return found
 
 
 def _is_account(uid: int) -> bool:

@@ -9,6 +9,7 @@ import asyncio
 import os
 import signal
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,7 +32,8 @@ from agentfly_envs.code import (
     SandboxUnavailable,
     sandbox_pool,
 )
-from agentfly_envs.code.sandbox import child_pids, host_interpreter
+from agentfly_envs.code import sandbox as sandbox_module
+from agentfly_envs.code.sandbox import _UidPool, child_pids, host_interpreter, processes_running_as
 from agentfly_envs.code.worker import encode_frame, read_frame
 
 #: The async tests share one event loop, so they can share one pool.
@@ -73,17 +75,12 @@ async def assert_serves(pool: ResourcePool[Sandbox]) -> None:
     assert answer.stdout == "42\n" and answer.ok
 
 
-def processes_of(uids: set[int]) -> list[int]:
-    """Host pids of processes owned by any of ``uids``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if entry.stat().st_uid in uids:
-                    found.append(int(entry.name))
-            except FileNotFoundError:
-                pass
-    return found
+def start_ticks(pid: int) -> str | None:
+    """When a process started (clock ticks after boot; with its pid, it names one process), None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
 
 
 # ----------------------------------------------------------------------------- sessions
@@ -381,11 +378,60 @@ async def test_32_concurrent_sessions_over_4_workers_all_served_none_leaked():
     assert (stats.leases, stats.in_use, stats.alive, stats.created, stats.failures) == (32, 0, 4, 4, 0)
     assert len(sandboxes) == 4
     pids, uids = {sandbox.pid for sandbox in sandboxes}, {sandbox.uid for sandbox in sandboxes}
+    # The sessions' processes, by start time: once close gives the uids back, another process may take them.
+    sessions = {pid: start_ticks(pid) for pid in processes_running_as(uids)}
     await manager.close()
     assert pool.stats().alive == 0 and not any(sandbox.alive for sandbox in sandboxes)
     assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
     if os.geteuid() == 0:  # and nothing those sandboxes' sessions started is left
-        assert len(uids) == 4 and processes_of(uids) == []
+        assert len(uids) == 4 and len(sessions) >= 4
+        assert [pid for pid, started in sessions.items() if start_ticks(pid) == started] == []
+
+
+UNUSED_UID = 65400  # no account, and outside the default range that other tests' sandboxes take
+
+
+def test_a_sandbox_uid_is_reserved_host_wide_until_it_is_given_back():
+    """Two processes' sandboxes never share a uid (they would share its process limit)."""
+    take_in_another_process = [
+        sys.executable,
+        "-c",
+        f"from agentfly_envs.code.sandbox import _UidPool\nprint(_UidPool().take({UNUSED_UID}, 1))",
+    ]
+    here = _UidPool()
+    assert here.take(UNUSED_UID, 1) == UNUSED_UID
+    try:
+        refused = subprocess.run(take_in_another_process, capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0 and f"all 1 sandbox uids from {UNUSED_UID} are in use" in refused.stderr
+        with pytest.raises(SandboxUnavailable, match="in use"):
+            _UidPool().take(UNUSED_UID, 1)  # another host in this process is refused too
+    finally:
+        here.give(UNUSED_UID)
+    taken = subprocess.run(take_in_another_process, capture_output=True, text=True, timeout=60, check=True)
+    assert taken.stdout.strip() == str(UNUSED_UID)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root host can start a process as another uid")
+def test_a_uid_that_a_process_still_runs_as_is_not_given_out():
+    """An orphan of a killed host, still dying, keeps its uid from the next sandbox."""
+    orphan = subprocess.Popen(["sleep", "60"], user=UNUSED_UID)
+    try:
+        pool = _UidPool()
+        assert processes_running_as({UNUSED_UID}) == {orphan.pid: UNUSED_UID}
+        assert pool.take(UNUSED_UID, 2) == UNUSED_UID + 1
+        pool.give(UNUSED_UID + 1)
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
+def test_a_uid_lock_directory_that_others_can_write_is_refused(tmp_path, monkeypatch):
+    shared = tmp_path / "uids"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setattr(sandbox_module, "UID_LOCK_DIR", shared)
+    with pytest.raises(SandboxUnavailable, match="only uid .* can write"):
+        _UidPool().take(UNUSED_UID, 1)
 
 
 @MODULE_LOOP
