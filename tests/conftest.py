@@ -16,11 +16,8 @@ from redis_server import RedisServer
 
 #: The slowest files (each boots a vLLM engine or loads a model per module), slowest first: ``make test`` starts
 #: them before the rest. Its workers take a whole file at a time (``--dist loadfile``), so a long file started last
-#: would run on alone at the end; xdist's own order (most tests first) started them last. The chaos soak goes first,
-#: into a fresh worker: it counts every process its worker starts while it runs as its own, and a pool that an
-#: earlier file left in the worker (idle sandboxes, kept until exit) can start one then.
+#: would run on alone at the end; xdist's own order (most tests first) started them last.
 SLOWEST_FILES = (
-    "bench/test_chaos.py",
     "train/test_vllm.py",
     "train/test_gateway_framework.py",
     "train/test_train_learning.py",
