@@ -15,14 +15,16 @@ Env rows (``envs``, names of :data:`PRESETS`; all of them unless a comparison is
 - ``search``: ``search``: 1-hop questions of the generated encyclopedia with ``retrieve`` (Search-v0).
 - ``webshop``: ``webshop``: WebShop in text mode on its easy goal set (goals without options, three products
   per results page): search the instruction, open a product, buy it (WebShop-v0, WebShop's own reward).
-- ``alfworld``: ``alfworld``: ALFWorld in text mode, pick_and_place_simple in generated bathrooms, 12 turns.
+- ``alfworld``: ``alfworld``: ALFWorld in text mode, pick_and_place_simple in generated bathrooms, 12 turns,
+  with self-imitation between the RL steps.
 - ``scienceworld``: ``scienceworld``: ScienceWorld in text mode, the two lifespan task types ("focus on the
-  animal with the longest life span"), easy simplifications, 8 turns.
+  animal with the longest life span"), easy simplifications, 10 turns, the success reward, with self-imitation
+  between the RL steps.
 - ``math-agent``: ``agent-calculator``: the same multiplication tasks played by an agent program of a user's
   own (``examples/calculator_agent.py``: ``openai`` only, its own prompt and tool) through the token-exact
   gateway; its warm start is the program played against a scripted model. With ``math`` in the same run,
   the suite compares a GRPO step of the program with one of the env loop (same task, batch and algorithm):
-  median step, rollout and update seconds and their ratio (issue 24's target: within 1.2x).
+  median step, rollout and update seconds and their ratio (target: within 1.2x).
 
 The paper's comparisons, at small scale (``--suite-options``):
 
