@@ -113,6 +113,13 @@ class StepReport:
             line += f"; {metrics['left_out_episodes']} episodes left out of the update (they failed)"
         if reasons := metrics.get("failure_reasons"):
             line += "; failed: " + "; ".join(f"{count} x {reason}" for reason, count in reasons.items())
+        if "self_imitation_episodes" in metrics:  # a step that ended with a fine-tune (sft.self_imitation_every)
+            wins = metrics["self_imitation_episodes"]
+            line += (
+                f"; self-imitation on {wins} wins, {metrics['self_imitation_s']:.1f} s"
+                if wins
+                else "; self-imitation: no wins since the last, nothing trained"
+            )
         self.console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
         if not self.bar:
             return

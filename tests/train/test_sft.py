@@ -4,11 +4,13 @@ token sequence the rollout builds, bad rows reported by line, and a model that l
 from __future__ import annotations
 
 import json
+from io import StringIO
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 from test_train_rollout import tiny_model
 
 from agentfly_env.resources.distributed import make_env_pool
@@ -16,6 +18,7 @@ from agentfly_env.tools.parsing import get_parser
 from agentfly_train.chat import ChatFormat
 from agentfly_train.cli import main
 from agentfly_train.config import RolloutConfig
+from agentfly_train.console import StepReport
 from agentfly_train.generation import Generation
 from agentfly_train.rollout import Rollout
 from agentfly_train.sft import (
@@ -326,6 +329,9 @@ def test_self_imitation_fine_tunes_on_the_policys_own_wins(tokenizer, tmp_path, 
         before = own_logprob(trainer, wins)
     finally:
         trainer.close()
+    printed = StringIO()
+    StepReport(Console(file=printed, width=400), 1, bar=False)(1, metrics)
+    assert (f"; self-imitation on {len(wins)} wins, " in printed.getvalue()) == bool(every)
     if every:
         assert metrics["self_imitation_episodes"] == len(wins) and trainer.own_wins == []
         assert after > before + 100, (before, after)  # -727 -> -285 when this was written
