@@ -15,8 +15,9 @@ runs inside). The bubblewrap jail it builds:
   read-only last.
 * **user**: when the host runs as root, each session switches to a uid of its own (from
   ``uid_base``, reserved host-wide so that two processes' sandboxes never share one), so the process
-  limit counts only that sandbox's processes and no session can touch another's. bubblewrap keeps just ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_KILL`` for the supervisor;
-  the session drops them with root, under ``no_new_privs`` and ``nosuid`` mounts.
+  limit counts only that sandbox's processes and no session can touch another's. bubblewrap keeps just
+  ``CAP_SETUID``, ``CAP_SETGID`` and ``CAP_KILL`` for the supervisor; the session drops them with root,
+  under ``no_new_privs`` and ``nosuid`` mounts.
 * **limits** (``setrlimit`` in each session): address space, CPU seconds, processes, file size, open
   files, no core dumps; a wall-clock timeout per call, after which the host kills the whole sandbox.
 * **lifetime**: ``--die-with-parent``: the sandbox dies with the thread that started it (a
@@ -436,8 +437,8 @@ class _UidPool:
 
     A uid is reserved across processes by an exclusive ``flock`` on a file named after it in
     :data:`UID_LOCK_DIR`, which the kernel drops when its holder exits, however it exits; a uid that a
-    process still runs as (an orphan of a killed host, still dying) is skipped too. Two hosts' sandboxes
-    sharing a uid would share its process limit.
+    process still runs as (an orphan of a killed host process, still dying) is skipped too. Two processes'
+    sandboxes sharing a uid would share its process limit.
     """
 
     def __init__(self) -> None:
