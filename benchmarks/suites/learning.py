@@ -32,6 +32,9 @@ The paper's comparisons, at small scale (``--suite-options``):
   once per algorithm (``algo=NAME``): a reward curve each, and held-out success base -> warm start -> RL.
   Each row warms up on its own: the rows are identical up to RL, but a row started from another's
   warm-start model would label that model's evaluation "base" and depend on the other row's directory.
+- ``{"variants": {"tis": ['algorithm.is_correction_level="token"', 'algorithm.is_correction_mode="clip"']},
+  "variant_env": "math"}``: ``variant_env``'s preset once per named set of ``--set`` overrides (an ablation:
+  the preset's own settings, varied one name at a time), reported like the algorithms.
 - ``{"turn_budgets": [4, 8], "seeds": [0, 1, 2], "budget_env": "math"}``: ``budget_env``'s preset at each
   turn budget (``env.options.max_turns`` and ``rollout.max_turns``) for each seed: the mean reward curve per
   budget with a band of its std over seeds, held-out success after RL (mean ± std over seeds) and the reward's
@@ -46,7 +49,7 @@ is, with the same overrides) and starts every other row over from an empty direc
 included).
 
 Writes under ``out_dir``: one run directory per env row (``<env>/``), per algorithm
-(``algorithms/<env>-<algo>/``) and per turn budget and seed (``turn-budgets/<env>-turns<N>-seed<S>/``), and
+(``algorithms/<env>-<algo>/``), per variant (``variants/<env>-<name>/``) and per turn budget and seed (``turn-budgets/<env>-turns<N>-seed<S>/``), and
 a plot per kind of row. ``--quick`` shrinks every budget to a smoke run (one step, a few tasks): it shows the
 plumbing, not learning.
 
@@ -59,6 +62,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -108,6 +112,8 @@ QUICK_OVERRIDES = (
     "rollout.prompts_per_step=2",
     "rollout.samples_per_prompt=2",
 )
+#: A variant's name: its run directory's.
+VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 #: In a row's run directory: its result, written once the run finished and was read back; the run's output.
 ROW_RECORD, ROW_LOG = "row.json", "train.log"
 LOG_TAIL_LINES = 40
@@ -172,6 +178,8 @@ class Plan:
     envs: dict[str, Row]
     algorithms: dict[str, Row]
     algorithm_env: str
+    variants: dict[str, Row]
+    variant_env: str
     turn_budgets: dict[tuple[int, int], Row]
     budget_env: str
     seeds: tuple[int, ...]
@@ -183,6 +191,8 @@ def plan(
     envs: Sequence[str] | None = None,
     algorithms: Sequence[str] = (),
     algorithm_env: str = "math",
+    variants: Mapping[str, Sequence[str]] | None = None,
+    variant_env: str = "math",
     turn_budgets: Sequence[int] = (),
     seeds: Sequence[int] = (0,),
     budget_env: str = "math",
@@ -196,6 +206,9 @@ def plan(
         envs: Env rows (names of :data:`PRESETS`); default: every preset, or none when a comparison is asked for.
         algorithms: Run ``algorithm_env``'s preset once per algorithm (names of ``ALGORITHMS``).
         algorithm_env: The env family of the algorithm rows.
+        variants: Run ``variant_env``'s preset once per name, with that name's ``--set`` overrides (the name is
+            its run directory's, so letters, digits and ``._+-`` only).
+        variant_env: The env family of the variant rows.
         turn_budgets: Run ``budget_env``'s preset at each of these ``max_turns``, once per seed of ``seeds``.
         seeds: The seeds of each turn budget.
         budget_env: The env family of the turn-budget rows.
@@ -203,17 +216,25 @@ def plan(
             ``'model.path="/tmp/tiny"'``).
 
     Raises:
-        ValueError: for an unknown env or algorithm, a bad turn budget or seed, or a row's config that cannot work.
+        ValueError: for an unknown env or algorithm, a bad variant name, turn budget or seed, or a row's config
+            that cannot work.
 
     Example:
         >>> rows = plan(quick=False, out_dir="out", algorithms=["ppo"], turn_budgets=[4], seeds=[0, 1])
         >>> rows.envs, rows.algorithms["ppo"].overrides, rows.turn_budgets[4, 1].run_dir
         ({}, ('algo="ppo"',), PosixPath('out/turn-budgets/math-turns4-seed1'))
     """
+    variants = dict(variants or {})
     if envs is None:
-        envs = () if algorithms or turn_budgets else tuple(PRESETS)
+        envs = () if algorithms or variants or turn_budgets else tuple(PRESETS)
     _check_names("envs", envs, PRESETS)
     _check_names("algorithm_env", [algorithm_env], PRESETS)
+    _check_names("variant_env", [variant_env], PRESETS)
+    for name, sets in variants.items():
+        if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
+            raise ValueError(f"variant names are directory names (letters, digits and ._+-), got {name!r}")
+        if isinstance(sets, str) or not all(isinstance(override, str) for override in sets):
+            raise ValueError(f"variant {name!r} takes a list of --set overrides, got {sets!r}")
     _check_names("budget_env", [budget_env], PRESETS)
     _check_names("algorithms", algorithms, ALGORITHMS)
     if any(type(turns) is not int or turns < 1 for turns in turn_budgets):
@@ -235,6 +256,16 @@ def plan(
             for algo in algorithms
         },
         algorithm_env=algorithm_env,
+        variants={
+            name: Row(
+                f"{variant_env} {name}",
+                PRESETS[variant_env],
+                out / "variants" / f"{variant_env}-{name}",
+                (*sets, *quick_sets),
+            )
+            for name, sets in variants.items()
+        },
+        variant_env=variant_env,
         turn_budgets={
             (turns, seed): Row(
                 f"{budget_env} {turns} turns seed {seed}",
@@ -248,7 +279,7 @@ def plan(
         budget_env=budget_env,
         seeds=tuple(seeds),
     )
-    for row in (*rows.envs.values(), *rows.algorithms.values(), *rows.turn_budgets.values()):
+    for row in (*rows.envs.values(), *rows.algorithms.values(), *rows.variants.values(), *rows.turn_budgets.values()):
         row.config()
     return rows
 
@@ -269,14 +300,10 @@ def run(quick: bool, out_dir: str = "bench-results/learning", **options: Any) ->
         if all(name in dict(_finished(rows)) for name in STEP_COMPARISON):
             results["step_comparison"] = _step_comparison(*(rows[name] for name in STEP_COMPARISON))
     if planned.algorithms:
-        env = planned.algorithm_env
-        rows = {algo: _run_row(row) for algo, row in planned.algorithms.items()}
-        title = f"Learning suite: {env} ({PRESETS[env]}) per algorithm"
-        results["algorithms"] = {
-            "env": env,
-            "rows": rows,
-            "plot": _plot(_success_curves(rows), title, out / "algorithms.png"),
-        }
+        results["algorithms"] = _compare(planned.algorithms, planned.algorithm_env, "algorithm", out / "algorithms.png")
+    if planned.variants:
+        results["variants"] = _compare(planned.variants, planned.variant_env, "variant", out / "variants.png")
+        results["variants"]["overrides"] = {name: list(row.overrides) for name, row in planned.variants.items()}
     if planned.turn_budgets:
         env = planned.budget_env
         budget_rows = {key: _run_row(row) for key, row in planned.turn_budgets.items()}
@@ -297,6 +324,13 @@ def run(quick: bool, out_dir: str = "bench-results/learning", **options: Any) ->
             "plot": _plot(curves, title, out / "turn-budgets.png"),
         }
     return results
+
+
+def _compare(rows: Mapping[str, Row], env: str, what: str, plot: Path) -> dict[str, Any]:
+    """One comparison's rows run (or read back), with their reward curves plotted together."""
+    results = {name: _run_row(row) for name, row in rows.items()}
+    title = f"Learning suite: {env} ({PRESETS[env]}) per {what}"
+    return {"env": env, "rows": results, "plot": _plot(_success_curves(results), title, plot)}
 
 
 def _success_curves(rows: Mapping[str, dict[str, Any]]) -> dict[str, tuple[list[float], None]]:
@@ -504,16 +538,20 @@ def render(results: dict[str, Any], console: Console) -> None:
                 part.removesuffix("_s"), f"{row['agent']:.1f} s", f"{row['env_loop']:.1f} s", f"{row['ratio']:.2f}x"
             )
         console.print(steps)
-    if "algorithms" in results:
-        algorithms = results["algorithms"]
-        env = algorithms["env"]
-        title = f"{env} (--config {PRESETS[env]}) per algorithm: held-out success, base -> warm start -> RL"
-        table = _outcome_table(title, ("algorithm",), quick)
-        for algo, row in algorithms["rows"].items():
-            table.add_row(algo, *_outcome_cells(row))
+    for kind, what in (("algorithms", "algorithm"), ("variants", "variant")):
+        if kind not in results:
+            continue
+        compared = results[kind]
+        env = compared["env"]
+        title = f"{env} (--config {PRESETS[env]}) per {what}: held-out success, base -> warm start -> RL"
+        table = _outcome_table(title, (what,), quick)
+        for name, row in compared["rows"].items():
+            table.add_row(name, *_outcome_cells(row))
         console.print(table)
-        console.print(f"reward curves: {algorithms['plot']}")
-        every_row += algorithms["rows"].values()
+        for name, sets in compared.get("overrides", {}).items():
+            console.print(f"{name}: {' '.join(sets) or 'the preset as it ships'}", markup=False, highlight=False)
+        console.print(f"reward curves: {compared['plot']}")
+        every_row += compared["rows"].values()
     if "turn_budgets" in results:
         budgets = results["turn_budgets"]
         env, seeds = budgets["env"], budgets["seeds"]

@@ -110,11 +110,21 @@ def test_a_failed_row_is_reported_with_its_log_and_the_suite_goes_on(tmp_path, m
 
 
 def test_the_comparisons_tables_and_plots_come_out_of_the_rows_results(tmp_path, monkeypatch):
-    options = {"algorithms": ["ppo", "grpo"], "turn_budgets": [2, 4], "seeds": [0, 1]}
+    tis = ['algorithm.is_correction_level="token"', 'algorithm.is_correction_mode="clip"']
+    options = {
+        "algorithms": ["ppo", "grpo"],
+        "variants": {"tis": tis, "lr-1e-5": ["train.lr=1e-5"]},
+        "turn_budgets": [2, 4],
+        "seeds": [0, 1],
+    }
     planned = learning.plan(quick=False, out_dir=str(tmp_path), **options)
     assert not planned.envs  # a comparison alone runs no env rows
+    assert planned.variants["tis"].run_dir == tmp_path / "variants" / "math-tis"
+    assert planned.variants["tis"].config()["algorithm"]["is_correction_mode"] == "clip"
     finished = {
         **{row: _result(row.name, 0.5, [0.0, 0.5]) for row in planned.algorithms.values()},
+        planned.variants["tis"]: _result("math tis", 0.75, [0.25, 0.75]),
+        planned.variants["lr-1e-5"]: _result("math lr-1e-5", 0.25, [0.0, 0.25]),
         planned.turn_budgets[2, 0]: _result("2 turns seed 0", 0.5, [0.0, 1.0]),
         planned.turn_budgets[2, 1]: _result("2 turns seed 1", 1.0, [1.0, 1.0]),
         planned.turn_budgets[4, 0]: _result("4 turns seed 0", 0.25, [0.5, 0.5]),
@@ -126,16 +136,21 @@ def test_the_comparisons_tables_and_plots_come_out_of_the_rows_results(tmp_path,
     results = learning.run(quick=False, out_dir=str(tmp_path), **options)
 
     assert list(results["algorithms"]["rows"]) == ["ppo", "grpo"] and "envs" not in results
+    variants = results["variants"]
+    assert variants["env"] == "math" and variants["overrides"] == {"tis": tis, "lr-1e-5": ["train.lr=1e-5"]}
+    assert variants["rows"]["tis"]["stages"]["rl"]["success_rate"] == 0.75
     two, four = results["turn_budgets"]["summary"]
     assert (two["turns"], two["seeds"], two["rl_success_mean"], two["rl_success_std"]) == (2, 2, 0.75, 0.25)
     assert two["reward_mean_curve"] == [0.5, 1.0] and two["reward_variance_across_seeds"] == 0.125
     assert (four["seeds"], four["rl_success_std"], four["reward_variance_across_seeds"]) == (1, 0.0, 0.0)
-    for plot in (results["algorithms"]["plot"], results["turn_budgets"]["plot"]):
+    for plot in (results["algorithms"]["plot"], variants["plot"], results["turn_budgets"]["plot"]):
         assert Path(plot).stat().st_size > 10_000
     console = Console(record=True, width=200)
     learning.render(results, console)
     printed = console.export_text()
     assert re.search(r"ppo\s+│\s+0\.00 \(1\.0\)\s+│\s+0\.10 \(1\.0\)\s+│\s+0\.50 \(1\.0\)\s+│\s+\+0\.40", printed)
+    assert re.search(r"tis\s+│\s+0\.00 \(1\.0\)\s+│\s+0\.10 \(1\.0\)\s+│\s+0\.75 \(1\.0\)\s+│\s+\+0\.65", printed)
+    assert 'tis: algorithm.is_correction_level="token" algorithm.is_correction_mode="clip"' in printed
     assert re.search(r"2\s+│\s+2 of 2\s+│\s+0\.75 ± 0\.25\s+│\s+0\.1250", printed)
     assert re.search(r"4\s+│\s+1 of 2\s+│\s+0\.25 ± 0\.00", printed)
     assert "math 4 turns seed 1 failed" in printed
@@ -150,6 +165,12 @@ def test_unknown_names_are_refused_with_the_choices_before_anything_runs(tmp_pat
         learning.run(quick=True, out_dir=str(tmp_path), turn_budgets=[4], budget_env="chess")
     with pytest.raises(ValueError, match=r"unknown algorithms \['dpo'\]; choose from \[.*'grpo'.*'ppo'"):
         learning.run(quick=True, out_dir=str(tmp_path), envs=["math"], algorithms=["ppo", "dpo"])
+    with pytest.raises(ValueError, match=r"variant names are directory names .*got '\.\./tis'"):
+        learning.run(quick=True, out_dir=str(tmp_path), variants={"../tis": []})
+    with pytest.raises(ValueError, match=r"variant 'tis' takes a list of --set overrides"):
+        learning.run(quick=True, out_dir=str(tmp_path), variants={"tis": "train.lr=1e-5"})
+    with pytest.raises(ValueError, match=r"^math tis: .*is_correction_mode"):
+        learning.run(quick=True, out_dir=str(tmp_path), variants={"tis": ['algorithm.is_correction_mode="fast"']})
     with pytest.raises(ValueError, match=r"seeds must be one or more whole numbers"):
         learning.run(quick=True, out_dir=str(tmp_path), turn_budgets=[4], seeds=[])
     assert not list(tmp_path.iterdir())
