@@ -7,7 +7,8 @@ expert, then RL, with success, reward, tool calls and turns per episode on held-
 (``eval.stages``): the base model, after the warm start, after RL. The budget is the preset's own (steps,
 episodes, eval tasks), so an env row is what a user gets from that command.
 
-Env rows (``envs``, names of :data:`PRESETS`; all of them unless a comparison is asked for):
+Env rows (``envs``, names of :data:`PRESETS`; all but the agent program's other APIs unless a comparison is
+asked for):
 
 - ``math``: ``calculator``: 3-digit multiplication with the calculator tool (Math-v0).
 - ``code``: ``code``: four-term integer expressions worked out by running Python in the sandbox
@@ -25,6 +26,9 @@ Env rows (``envs``, names of :data:`PRESETS`; all of them unless a comparison is
   gateway; its warm start is the program played against a scripted model. With ``math`` in the same run,
   the suite compares a GRPO step of the program with one of the env loop (same task, batch and algorithm):
   median step, rollout and update seconds and their ratio (target: within 1.2x).
+- ``math-agent-messages``, ``math-agent-responses`` (only when named): ``agent-calculator-messages`` and
+  ``agent-calculator-responses``, the same agent on the Anthropic Messages API and on the OpenAI Agents SDK's
+  Responses API (a command in the SDK's venv, ``make peers``).
 
 The paper's comparisons, at small scale (``--suite-options``):
 
@@ -83,11 +87,11 @@ from agentfly_train.run_files import CONFIG_FILE, EVAL_DIR, METRICS_FILE, STAGES
 
 DESCRIPTION = (
     "learning: base vs warm start vs RL held-out success per env (the Math, Code, Search, WebShop, ALFWorld and "
-    "ScienceWorld presets, and an agent program on Math), per algorithm and per turn budget over seeds (--suite-options), and a GRPO step "
+    "ScienceWorld presets, and an agent program on Math), per algorithm, per variant (named --set overrides) and per turn budget over seeds (--suite-options), and a GRPO step "
     "of the agent program vs the env loop"
 )
 
-#: Env family -> the training preset it runs (a new env row is a line here).
+#: Env row -> the training preset it runs (a new env row is a line here).
 PRESETS = {
     "math": "calculator",
     "code": "code",
@@ -96,7 +100,14 @@ PRESETS = {
     "alfworld": "alfworld",
     "scienceworld": "scienceworld",
     "math-agent": "agent-calculator",
+    "math-agent-messages": "agent-calculator-messages",
+    "math-agent-responses": "agent-calculator-responses",
 }
+#: The agent program on the two other APIs: it learns as on Chat Completions (the gateway renders all three into
+#: the same tokens), so these rows run only when named, the Responses one in the Agents SDK's venv (``make peers``).
+AGENT_API_ROWS = ("math-agent-messages", "math-agent-responses")
+#: The rows of a run that names none: every family once.
+DEFAULT_ENVS = tuple(name for name in PRESETS if name not in AGENT_API_ROWS)
 #: The agent program's row and the env loop's on the same task, whose GRPO steps are compared.
 STEP_COMPARISON = ("math-agent", "math")
 #: Held-out stage -> its folder under the run's ``stages/`` (the trainer's name for it).
@@ -203,7 +214,8 @@ def plan(
     Args:
         quick: Smoke-run budgets (:data:`QUICK_OVERRIDES`).
         out_dir: Where the run directories and plots go, and where finished rows are found.
-        envs: Env rows (names of :data:`PRESETS`); default: every preset, or none when a comparison is asked for.
+        envs: Env rows (names of :data:`PRESETS`); default: :data:`DEFAULT_ENVS`, or none when a comparison is
+            asked for.
         algorithms: Run ``algorithm_env``'s preset once per algorithm (names of ``ALGORITHMS``).
         algorithm_env: The env family of the algorithm rows.
         variants: Run ``variant_env``'s preset once per name, with that name's ``--set`` overrides (the name is
@@ -226,7 +238,7 @@ def plan(
     """
     variants = dict(variants or {})
     if envs is None:
-        envs = () if algorithms or variants or turn_budgets else tuple(PRESETS)
+        envs = () if algorithms or variants or turn_budgets else DEFAULT_ENVS
     _check_names("envs", envs, PRESETS)
     _check_names("algorithm_env", [algorithm_env], PRESETS)
     _check_names("variant_env", [variant_env], PRESETS)
@@ -356,7 +368,10 @@ def _run_row(row: Row) -> dict[str, Any]:
     result = row.recorded()
     if result is not None:
         _say(f"{row.name}: finished in an earlier run ({row.run_dir}), skipped")
-        return result
+        try:  # read back again: this suite may keep more of a run than the one that recorded it
+            return {**result, **_read_run(row.run_dir)}
+        except (OSError, ValueError, KeyError):
+            return result
     if row.run_dir.exists():  # killed halfway, or run with other settings: start it over
         _say(f"{row.name}: {row.run_dir} holds no finished run of this row; cleared, run again")
         shutil.rmtree(row.run_dir)
@@ -406,6 +421,10 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
         "step_s": [r["step_s"] for r in records],
         "rollout_s": [r["rollout_wall_s"] for r in records],
         "update_s": [r["update_s"] for r in records],
+        # KL(engine || trainer) per sampled token at each step; None where the step's update was skipped.
+        "mismatch_kl": [r.get("mismatch_kl") for r in records],
+        # An agent program's calls that did not continue their episode's row, per call; None for the env loop.
+        "prefix_mismatch_rate": [r.get("prefix_mismatch_rate") for r in records],
         "run_dir": str(run_dir),
     }
 

@@ -82,6 +82,7 @@ def test_a_half_finished_row_is_redone_from_an_empty_directory_and_read_back_fro
     row = results["algorithms"]["rows"]["rloo"]
     assert not (killed / "checkpoints").exists()
     assert row["algo"] == "rloo" and row["rewards"] == [0.25, 0.75] and row["steps"] == 2
+    assert row["mismatch_kl"] == [None, 0.002]
     assert row["episodes_per_step"] == 4 and row["eval_episodes"] == 4  # the --quick budgets, from config.json
     assert row["stages"]["rl"] == {
         "success_rate": 0.75,
@@ -90,7 +91,15 @@ def test_a_half_finished_row_is_redone_from_an_empty_directory_and_read_back_fro
         "turns_per_episode": 2.0,
     }
     assert (killed / learning.ROW_LOG).read_text() == "agentfly-train was here\n"
-    assert json.loads((killed / learning.ROW_RECORD).read_text())["overrides"][0] == 'algo="rloo"'
+    record = json.loads((killed / learning.ROW_RECORD).read_text())
+    assert record["overrides"][0] == 'algo="rloo"'
+
+    # Recorded by an older suite that kept less of a run: skipped, and what it left out read from the run.
+    del record["result"]["mismatch_kl"]
+    (killed / learning.ROW_RECORD).write_text(json.dumps(record))
+    monkeypatch.setattr(subprocess, "run", _no_training)
+    again = learning.run(quick=True, out_dir=str(tmp_path), algorithms=["rloo"])["algorithms"]["rows"]["rloo"]
+    assert again == row
 
 
 def test_a_failed_row_is_reported_with_its_log_and_the_suite_goes_on(tmp_path, monkeypatch):
@@ -251,6 +260,7 @@ def _fake_training(*, rewards: list[float] = (), exit_code: int = 0):
         (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
         records = [{"step": 0, "sft_loss": 1.0}] + [
             {"step": step, "reward_mean": reward, "step_s": 3.0, "rollout_wall_s": 1.0, "update_s": 2.0}
+            | ({"mismatch_kl": 0.001 * step} if step > 1 else {})  # the first update skipped
             for step, reward in enumerate(rewards, 1)
         ]
         (run_dir / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
