@@ -45,7 +45,7 @@ RESULTS = Path("docs/results/learning.json")
 COMPARISONS = Path("docs/results/learning-comparisons.json")
 TABLE, STEPS = "learning table", "step comparison"
 ALGORITHMS, VARIANTS, BUDGETS = "algorithm table", "variant table", "turn budget table"
-AGENT_STAGES, AGENT_APIS = "agent stage table", "agent API table"
+AGENT_STAGES, AGENT_APIS, DEMO = "agent stage table", "agent API table", "demo table"
 
 
 def markers(block: str, source: Path = RESULTS) -> tuple[str, str]:
@@ -250,27 +250,37 @@ AGENT_EXAMPLES = {
 STAGE_TITLES = {"base": "base SmolLM2-135M-Instruct", "warm start": "after the warm start", "rl": "after RL"}
 
 
+def _stage_table(run: Mapping[str, Any], name: str, first: str, turns: str, reward: bool) -> str:
+    """Row ``name``'s held-out numbers per stage, then where they come from and its training reward curve's ends."""
+    row = run["learning"].get("envs", {}).get(name)
+    if row is None or "failed" in row:
+        return f"The `{name}` row {'failed in the run: ' + row['failed'] if row else 'is not in the run'}."
+    columns = [first, "success", *(["reward"] if reward else []), "tool calls / episode", turns]
+    lines = _header(columns)
+    for stage, title in STAGE_TITLES.items():
+        numbers = row["stages"][stage]
+        cells = [title, f"{numbers['success_rate']:.3f}"]
+        cells += [f"{numbers['reward_mean']:.3f}"] if reward else []
+        cells += [f"{numbers['tool_calls_per_episode']:.2f}", f"{numbers['turns_per_episode']:.2f}"]
+        lines.append(_cells(cells))
+    lines += [
+        "",
+        f"{_provenance(run)}, its `{name}` row: {row['steps']} RL steps of {row['episodes_per_step']} episodes, "
+        f"training reward {row['rewards'][0]:.2f} at the first and {row['rewards'][-1]:.2f} at the last, "
+        f"{_minutes(row['wall_s'])} in all.",
+    ]
+    return "\n".join(lines)
+
+
+def render_demo(run: Mapping[str, Any]) -> str:
+    """What ``make demo`` (the calculator preset, the run's ``math`` row) does, stage by stage."""
+    return _stage_table(run, "math", "held-out (64 tasks, greedy)", "turns / episode", reward=True)
+
+
 def render_agent_stages(run: Mapping[str, Any]) -> str:
     """The agent program's held-out success, tool calls and model calls per episode at each stage (the run's
     ``math-agent`` row; an agent's turn is a model call)."""
-    row = run["learning"]["envs"]["math-agent"]
-    if "failed" in row:
-        return f"The agent program's row failed in the run: {row['failed']}."
-    lines = _header(["stage", "success", "tool calls / episode", "model calls / episode"])
-    for stage, title in STAGE_TITLES.items():
-        numbers = row["stages"][stage]
-        lines.append(
-            _cells(
-                [
-                    title,
-                    f"{numbers['success_rate']:.3f}",
-                    f"{numbers['tool_calls_per_episode']:.2f}",
-                    f"{numbers['turns_per_episode']:.2f}",
-                ]
-            )
-        )
-    lines += ["", f"{_provenance(run)}: {row['steps']} RL steps of {row['episodes_per_step']} episodes."]
-    return "\n".join(lines)
+    return _stage_table(run, "math-agent", "stage", "model calls / episode", reward=False)
 
 
 def render_agent_apis(run: Mapping[str, Any]) -> str:
@@ -296,7 +306,7 @@ def render_agent_apis(run: Mapping[str, Any]) -> str:
 Renderer = Callable[[Mapping[str, Any]], str]
 #: Each file, and the blocks it holds: the run each renders from, and how.
 TARGETS: dict[Path, dict[str, tuple[Path, Renderer]]] = {
-    Path("README.md"): {TABLE: (RESULTS, lambda run: render(run, "readme"))},
+    Path("README.md"): {DEMO: (RESULTS, render_demo), TABLE: (RESULTS, lambda run: render(run, "readme"))},
     Path("docs/learning.md"): {
         TABLE: (RESULTS, lambda run: render(run, "docs")),
         STEPS: (RESULTS, render_steps),

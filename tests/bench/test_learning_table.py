@@ -22,13 +22,14 @@ from agentfly_bench.learning_table import (
     render_agent_apis,
     render_agent_stages,
     render_algorithms,
+    render_demo,
     render_steps,
     render_turn_budgets,
     render_variants,
     replaced,
     stale,
 )
-from agentfly_bench.suites.learning import DEFAULT_ENVS, PRESETS
+from agentfly_bench.suites.learning import DEFAULT_ENVS
 
 STAGES = {"base": {"success_rate": 0.0}, "warm start": {"success_rate": 0.38}, "rl": {"success_rate": 0.5}}
 ROW = {
@@ -122,6 +123,7 @@ def test_write_renders_each_file_and_then_the_check_passes(tmp_path, capsys):
     docs = (tmp_path / "docs/learning.md").read_text()
     assert "| hand | typed |" not in readme + docs and "RL steps x episodes" in docs
     assert "The run has no step comparison: a row of the two failed." in docs
+    assert "The `math` row is not in the run." in readme
     assert '| tis | `algorithm.is_correction_level="token"` |' in docs and "| 4 | 1.00 / failed |" in docs
     (tmp_path / "README.md").write_text(readme.replace("| 0.50 |", "| 0.60 |"))  # a hand edit
     assert stale(tmp_path) == [Path("README.md")]
@@ -226,10 +228,29 @@ def test_the_agent_tables_read_the_agent_rows_stages_and_prefix_mismatches():
         "| after the warm start | 0.469 | 1.86 | 2.39 |",
         "| after RL | 1.000 | 1.00 | 2.00 |",
     ]
-    assert stages[-1].endswith(": 16 RL steps of 16 episodes.")
+    assert stages[-1].endswith(
+        ", its `math-agent` row: 16 RL steps of 16 episodes, training reward 0.25 at the first and 0.50 at the "
+        "last, 17.2 min in all."
+    )
     apis = render_agent_apis(COMPARED).splitlines()
     assert apis[2] == (
         "| [`calculator_agent.py`](../examples/calculator_agent.py) | Chat Completions (`openai`) | "
         "`agentfly-train --config agent-calculator` | 0.000 | 0.469 | 1.000 | 0.000 | 17.2 min |"
     )
     assert apis[3].endswith("| failed | failed | failed | failed | 0.5 min |") and len(apis) == 6  # no Responses row
+
+
+def test_the_demo_table_reads_the_calculator_rows_stages_and_a_failed_row_says_so():
+    run = copy.deepcopy(RUN)
+    run["learning"]["envs"]["math"] = {
+        **ROW,
+        "stages": {
+            stage: {**numbers, "reward_mean": 0.5, "tool_calls_per_episode": 1.0, "turns_per_episode": 2.0}
+            for stage, numbers in STAGES.items()
+        },
+    }
+    demo = render_demo(run).splitlines()
+    assert demo[0] == "| held-out (64 tasks, greedy) | success | reward | tool calls / episode | turns / episode |"
+    assert demo[3] == "| after the warm start | 0.380 | 0.500 | 1.00 | 2.00 |"
+    run["learning"]["envs"]["math"] = {"name": "math", "failed": "exited with code 1", "wall_s": 1.0}
+    assert render_demo(run) == "The `math` row failed in the run: exited with code 1."
