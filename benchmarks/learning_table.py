@@ -1,4 +1,4 @@
-"""The learning results of ``README.md`` and ``docs/learning.md``, rendered from the learning runs' JSON.
+"""The learning results of ``README.md`` and ``docs/`` (learning, agents), rendered from the learning runs' JSON.
 
 The tables are never typed by hand. ``agentfly-bench --suite learning --json docs/results/learning.json`` runs
 every env row (each preset as it ships) in one go; a second run, with ``--suite-options`` asking for the
@@ -76,7 +76,7 @@ def render(run: Mapping[str, Any], kind: Literal["readme", "docs"]) -> str:
     if kind == "docs":
         columns += ["RL steps x episodes", "of which RL steps"]
     columns.append("wall")
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = _header(columns)
     for name, row in run["learning"]["envs"].items():
         preset = f"`--config {PRESETS[name]}`"
         if "failed" in row:
