@@ -168,19 +168,23 @@ def render_algorithms(run: Mapping[str, Any]) -> str:
 
 
 def render_variants(run: Mapping[str, Any]) -> str:
-    """The comparison run's rows per variant, each with the ``--set`` overrides it adds to the preset."""
+    """The comparison run's rows per env and variant, each with the ``--set`` overrides it adds to the preset."""
     variants = run["learning"]["variants"]
-    lines = _header(["variant", "`--set`", *OUTCOME_COLUMNS])
-    for name, row in variants["rows"].items():
-        sets = " ".join(f"`{override}`" for override in variants["overrides"][name]) or "the preset as it ships"
-        lines.append(_cells([name, sets, *_outcome(row)]))
+    lines = _header(["variant", "`agentfly-train`", "`--set`", *OUTCOME_COLUMNS])
+    for env in variants["envs"]:
+        for name, sets in variants["overrides"].items():
+            overrides = " ".join(f"`{override}`" for override in sets) or "the preset as it ships"
+            row = variants["rows"][f"{env} {name}"]
+            lines.append(_cells([name, f"`--config {PRESETS[env]}`", overrides, *_outcome(row)]))
     return "\n".join([*lines, "", f"{_provenance(run)}."])
 
 
 def render_turn_budgets(run: Mapping[str, Any]) -> str:
     """The comparison run's turn budgets: per budget, each seed's held-out success after RL and last training
     reward, their mean and spread, and the reward's variance over seeds."""
-    budgets = run["learning"]["turn_budgets"]
+    budgets = run["learning"].get("turn_budgets")
+    if budgets is None:
+        return "The run compared no turn budgets."
     seeds = " / ".join(map(str, budgets["seeds"]))
     lines = _header(
         [

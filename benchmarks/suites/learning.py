@@ -37,8 +37,9 @@ The paper's comparisons, at small scale (``--suite-options``):
   Each row warms up on its own: the rows are identical up to RL, but a row started from another's
   warm-start model would label that model's evaluation "base" and depend on the other row's directory.
 - ``{"variants": {"tis": ['algorithm.is_correction_level="token"', 'algorithm.is_correction_mode="clip"']},
-  "variant_env": "math"}``: ``variant_env``'s preset once per named set of ``--set`` overrides (an ablation:
-  the preset's own settings, varied one name at a time), reported like the algorithms.
+  "variant_envs": ["math", "alfworld"]}``: each of ``variant_envs``' presets (default ``math``) once per named
+  set of ``--set`` overrides (an ablation: the preset's own settings, varied one name at a time), reported
+  like the algorithms; the preset as it ships is that env's row.
 - ``{"turn_budgets": [4, 8], "seeds": [0, 1, 2], "budget_env": "math"}``: ``budget_env``'s preset at each
   turn budget (``env.options.max_turns`` and ``rollout.max_turns``) for each seed: the mean reward curve per
   budget with a band of its std over seeds, held-out success after RL (mean ± std over seeds) and the reward's
@@ -189,8 +190,7 @@ class Plan:
     envs: dict[str, Row]
     algorithms: dict[str, Row]
     algorithm_env: str
-    variants: dict[str, Row]
-    variant_env: str
+    variants: dict[tuple[str, str], Row]
     turn_budgets: dict[tuple[int, int], Row]
     budget_env: str
     seeds: tuple[int, ...]
@@ -203,7 +203,7 @@ def plan(
     algorithms: Sequence[str] = (),
     algorithm_env: str = "math",
     variants: Mapping[str, Sequence[str]] | None = None,
-    variant_env: str = "math",
+    variant_envs: Sequence[str] = ("math",),
     turn_budgets: Sequence[int] = (),
     seeds: Sequence[int] = (0,),
     budget_env: str = "math",
@@ -218,9 +218,9 @@ def plan(
             asked for.
         algorithms: Run ``algorithm_env``'s preset once per algorithm (names of ``ALGORITHMS``).
         algorithm_env: The env family of the algorithm rows.
-        variants: Run ``variant_env``'s preset once per name, with that name's ``--set`` overrides (the name is
-            its run directory's, so letters, digits and ``._+-`` only).
-        variant_env: The env family of the variant rows.
+        variants: Run each of ``variant_envs``' presets once per name, with that name's ``--set`` overrides (the
+            name is in its run directory's, so letters, digits and ``._+-`` only).
+        variant_envs: The env families of the variant rows.
         turn_budgets: Run ``budget_env``'s preset at each of these ``max_turns``, once per seed of ``seeds``.
         seeds: The seeds of each turn budget.
         budget_env: The env family of the turn-budget rows.
@@ -241,7 +241,7 @@ def plan(
         envs = () if algorithms or variants or turn_budgets else DEFAULT_ENVS
     _check_names("envs", envs, PRESETS)
     _check_names("algorithm_env", [algorithm_env], PRESETS)
-    _check_names("variant_env", [variant_env], PRESETS)
+    _check_names("variant_envs", variant_envs, PRESETS)
     for name, sets in variants.items():
         if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
             raise ValueError(f"variant names are directory names (letters, digits and ._+-), got {name!r}")
@@ -269,15 +269,10 @@ def plan(
         },
         algorithm_env=algorithm_env,
         variants={
-            name: Row(
-                f"{variant_env} {name}",
-                PRESETS[variant_env],
-                out / "variants" / f"{variant_env}-{name}",
-                (*sets, *quick_sets),
-            )
+            (env, name): Row(f"{env} {name}", PRESETS[env], out / "variants" / f"{env}-{name}", (*sets, *quick_sets))
+            for env in variant_envs
             for name, sets in variants.items()
         },
-        variant_env=variant_env,
         turn_budgets={
             (turns, seed): Row(
                 f"{budget_env} {turns} turns seed {seed}",
@@ -312,10 +307,16 @@ def run(quick: bool, out_dir: str = "bench-results/learning", **options: Any) ->
         if all(name in dict(_finished(rows)) for name in STEP_COMPARISON):
             results["step_comparison"] = _step_comparison(*(rows[name] for name in STEP_COMPARISON))
     if planned.algorithms:
-        results["algorithms"] = _compare(planned.algorithms, planned.algorithm_env, "algorithm", out / "algorithms.png")
+        env = planned.algorithm_env
+        title = f"Learning suite: {env} ({PRESETS[env]}) per algorithm"
+        results["algorithms"] = {"env": env, **_compare(planned.algorithms, title, out / "algorithms.png")}
     if planned.variants:
-        results["variants"] = _compare(planned.variants, planned.variant_env, "variant", out / "variants.png")
-        results["variants"]["overrides"] = {name: list(row.overrides) for name, row in planned.variants.items()}
+        variant_rows = {row.name: row for row in planned.variants.values()}
+        results["variants"] = {
+            "envs": list(dict.fromkeys(env for env, _ in planned.variants)),
+            "overrides": {name: list(row.overrides) for (_, name), row in planned.variants.items()},
+            **_compare(variant_rows, "Learning suite: per variant", out / "variants.png"),
+        }
     if planned.turn_budgets:
         env = planned.budget_env
         budget_rows = {key: _run_row(row) for key, row in planned.turn_budgets.items()}
@@ -338,11 +339,10 @@ def run(quick: bool, out_dir: str = "bench-results/learning", **options: Any) ->
     return results
 
 
-def _compare(rows: Mapping[str, Row], env: str, what: str, plot: Path) -> dict[str, Any]:
+def _compare(rows: Mapping[str, Row], title: str, plot: Path) -> dict[str, Any]:
     """One comparison's rows run (or read back), with their reward curves plotted together."""
     results = {name: _run_row(row) for name, row in rows.items()}
-    title = f"Learning suite: {env} ({PRESETS[env]}) per {what}"
-    return {"env": env, "rows": results, "plot": _plot(_success_curves(results), title, plot)}
+    return {"rows": results, "plot": _plot(_success_curves(results), title, plot)}
 
 
 def _success_curves(rows: Mapping[str, dict[str, Any]]) -> dict[str, tuple[list[float], None]]:
@@ -561,8 +561,9 @@ def render(results: dict[str, Any], console: Console) -> None:
         if kind not in results:
             continue
         compared = results[kind]
-        env = compared["env"]
-        title = f"{env} (--config {PRESETS[env]}) per {what}: held-out success, base -> warm start -> RL"
+        envs = [compared["env"]] if "env" in compared else compared["envs"]
+        presets = ", ".join(f"{env} (--config {PRESETS[env]})" for env in envs)
+        title = f"{presets} per {what}: held-out success, base -> warm start -> RL"
         table = _outcome_table(title, (what,), quick)
         for name, row in compared["rows"].items():
             table.add_row(name, *_outcome_cells(row))

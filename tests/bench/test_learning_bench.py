@@ -123,17 +123,19 @@ def test_the_comparisons_tables_and_plots_come_out_of_the_rows_results(tmp_path,
     options = {
         "algorithms": ["ppo", "grpo"],
         "variants": {"tis": tis, "lr-1e-5": ["train.lr=1e-5"]},
+        "variant_envs": ["math", "search"],
         "turn_budgets": [2, 4],
         "seeds": [0, 1],
     }
     planned = learning.plan(quick=False, out_dir=str(tmp_path), **options)
     assert not planned.envs  # a comparison alone runs no env rows
-    assert planned.variants["tis"].run_dir == tmp_path / "variants" / "math-tis"
-    assert planned.variants["tis"].config()["algorithm"]["is_correction_mode"] == "clip"
+    assert planned.variants["search", "tis"].run_dir == tmp_path / "variants" / "search-tis"
+    assert planned.variants["search", "tis"].config()["env"]["id"] == "AgentFly/Search-v0"
+    assert planned.variants["math", "tis"].config()["algorithm"]["is_correction_mode"] == "clip"
     finished = {
         **{row: _result(row.name, 0.5, [0.0, 0.5]) for row in planned.algorithms.values()},
-        planned.variants["tis"]: _result("math tis", 0.75, [0.25, 0.75]),
-        planned.variants["lr-1e-5"]: _result("math lr-1e-5", 0.25, [0.0, 0.25]),
+        **{row: _result(row.name, 0.75, [0.25, 0.75]) for (_, name), row in planned.variants.items() if name == "tis"},
+        planned.variants["math", "lr-1e-5"]: _result("math lr-1e-5", 0.25, [0.0, 0.25]),
         planned.turn_budgets[2, 0]: _result("2 turns seed 0", 0.5, [0.0, 1.0]),
         planned.turn_budgets[2, 1]: _result("2 turns seed 1", 1.0, [1.0, 1.0]),
         planned.turn_budgets[4, 0]: _result("4 turns seed 0", 0.25, [0.5, 0.5]),
@@ -141,13 +143,16 @@ def test_the_comparisons_tables_and_plots_come_out_of_the_rows_results(tmp_path,
     for row, result in finished.items():
         row.run_dir.mkdir(parents=True)
         row.record(result)
-    monkeypatch.setattr(subprocess, "run", _fake_training(exit_code=1))  # 4 turns, seed 1 fails
+    monkeypatch.setattr(subprocess, "run", _fake_training(exit_code=1))  # 4 turns seed 1, search lr-1e-5 fail
     results = learning.run(quick=False, out_dir=str(tmp_path), **options)
 
     assert list(results["algorithms"]["rows"]) == ["ppo", "grpo"] and "envs" not in results
     variants = results["variants"]
-    assert variants["env"] == "math" and variants["overrides"] == {"tis": tis, "lr-1e-5": ["train.lr=1e-5"]}
-    assert variants["rows"]["tis"]["stages"]["rl"]["success_rate"] == 0.75
+    assert variants["envs"] == ["math", "search"]
+    assert variants["overrides"] == {"tis": tis, "lr-1e-5": ["train.lr=1e-5"]}
+    assert list(variants["rows"]) == ["math tis", "math lr-1e-5", "search tis", "search lr-1e-5"]
+    assert variants["rows"]["search tis"]["stages"]["rl"]["success_rate"] == 0.75
+    assert variants["rows"]["search lr-1e-5"]["failed"] == "exited with code 1"
     two, four = results["turn_budgets"]["summary"]
     assert (two["turns"], two["seeds"], two["rl_success_mean"], two["rl_success_std"]) == (2, 2, 0.75, 0.25)
     assert two["reward_mean_curve"] == [0.5, 1.0] and two["reward_variance_across_seeds"] == 0.125
@@ -158,7 +163,7 @@ def test_the_comparisons_tables_and_plots_come_out_of_the_rows_results(tmp_path,
     learning.render(results, console)
     printed = console.export_text()
     assert re.search(r"ppo\s+│\s+0\.00 \(1\.0\)\s+│\s+0\.10 \(1\.0\)\s+│\s+0\.50 \(1\.0\)\s+│\s+\+0\.40", printed)
-    assert re.search(r"tis\s+│\s+0\.00 \(1\.0\)\s+│\s+0\.10 \(1\.0\)\s+│\s+0\.75 \(1\.0\)\s+│\s+\+0\.65", printed)
+    assert re.search(r"math tis\s+│\s+0\.00 \(1\.0\)\s+│\s+0\.10 \(1\.0\)\s+│\s+0\.75 \(1\.0\)\s+│\s+\+0\.65", printed)
     assert 'tis: algorithm.is_correction_level="token" algorithm.is_correction_mode="clip"' in printed
     assert re.search(r"2\s+│\s+2 of 2\s+│\s+0\.75 ± 0\.25\s+│\s+0\.1250", printed)
     assert re.search(r"4\s+│\s+1 of 2\s+│\s+0\.25 ± 0\.00", printed)
@@ -172,6 +177,8 @@ def test_unknown_names_are_refused_with_the_choices_before_anything_runs(tmp_pat
         learning.run(quick=True, out_dir=str(tmp_path), envs=["chess"])
     with pytest.raises(ValueError, match=rf"unknown budget_env \['chess'\]; choose from {choices}"):
         learning.run(quick=True, out_dir=str(tmp_path), turn_budgets=[4], budget_env="chess")
+    with pytest.raises(ValueError, match=rf"unknown variant_envs \['chess'\]; choose from {choices}"):
+        learning.run(quick=True, out_dir=str(tmp_path), variants={"tis": []}, variant_envs=["math", "chess"])
     with pytest.raises(ValueError, match=r"unknown algorithms \['dpo'\]; choose from \[.*'grpo'.*'ppo'"):
         learning.run(quick=True, out_dir=str(tmp_path), envs=["math"], algorithms=["ppo", "dpo"])
     with pytest.raises(ValueError, match=r"variant names are directory names .*got '\.\./tis'"):

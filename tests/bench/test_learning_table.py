@@ -72,7 +72,7 @@ def test_the_committed_run_has_every_env_row_finished_from_one_commit():
 def test_the_committed_comparisons_have_every_algorithm_the_tis_variant_and_each_agent_api_finished():
     learning = json.loads((ROOT / COMPARISONS).read_text())["learning"]
     assert list(learning["algorithms"]["rows"]) == ["ppo", "reinforce++", "grpo", "rloo"]
-    assert "tis" in learning["variants"]["rows"]
+    assert {"math tis", "alfworld tis"} <= set(learning["variants"]["rows"])
     assert {budget["turns"] for budget in learning["turn_budgets"]["summary"]} == {4, 8}
     assert list(learning["envs"]) == ["math-agent", "math-agent-messages", "math-agent-responses"]
     rows = [
@@ -124,7 +124,10 @@ def test_write_renders_each_file_and_then_the_check_passes(tmp_path, capsys):
     assert "| hand | typed |" not in readme + docs and "RL steps x episodes" in docs
     assert "The run has no step comparison: a row of the two failed." in docs
     assert "The `math` row is not in the run." in readme
-    assert '| tis | `algorithm.is_correction_level="token"` |' in docs and "| 4 | 1.00 / failed |" in docs
+    assert (
+        '| tis | `--config calculator` | `algorithm.is_correction_level="token"` |' in docs
+        and "| 4 | 1.00 / failed |" in docs
+    )
     (tmp_path / "README.md").write_text(readme.replace("| 0.50 |", "| 0.60 |"))  # a hand edit
     assert stale(tmp_path) == [Path("README.md")]
 
@@ -169,10 +172,11 @@ COMPARED = {
         },
         "algorithms": {"rows": {"grpo": _compared_row("math grpo", 0.75), "dpo": _compared_row("math dpo", 0.0)}},
         "variants": {
+            "envs": ["math"],
             "overrides": {"tis": ['algorithm.is_correction_level="token"'], "as-shipped": []},
             "rows": {
-                "tis": _compared_row("math tis", 0.5, mismatch_kl=[None, None]),
-                "as-shipped": {"name": "math as-shipped", "failed": "exited with code 1", "wall_s": 90.0},
+                "math tis": _compared_row("math tis", 0.5, mismatch_kl=[None, None]),
+                "math as-shipped": {"name": "math as-shipped", "failed": "exited with code 1", "wall_s": 90.0},
             },
         },
         "turn_budgets": {
@@ -209,16 +213,18 @@ def test_the_comparison_tables_read_each_rows_outcome_and_the_command_that_ran_t
     )
     variants = render_variants(COMPARED).splitlines()
     assert variants[2] == (
-        '| tis | `algorithm.is_correction_level="token"` | 0.00 | 0.38 | 0.50 | 0.25 -> 0.50 | - | 8.0 min | 17.2 min |'
+        '| tis | `--config calculator` | `algorithm.is_correction_level="token"` | 0.00 | 0.38 | 0.50 | 0.25 -> 0.50 '
+        "| - | 8.0 min | 17.2 min |"
     )
-    assert (
-        variants[3]
-        == "| as-shipped | the preset as it ships | failed | failed | failed | failed | failed |  | 1.5 min |"
+    assert variants[3] == (
+        "| as-shipped | `--config calculator` | the preset as it ships | failed | failed | failed | failed | failed "
+        "|  | 1.5 min |"
     )
     budgets = render_turn_budgets(COMPARED).splitlines()
     assert budgets[0].startswith("| max turns | held-out success after RL, seeds 0 / 1 | mean ± std |")
     assert budgets[2] == "| 4 | 1.00 / failed | 1.00 ± 0.00 | 0.50 / failed | 0.000 | 1.0-8.0 min |"
     assert BUDGETS in TARGETS[Path("docs/learning.md")]
+    assert render_turn_budgets({**COMPARED, "learning": {}}) == "The run compared no turn budgets."
 
 
 def test_the_agent_tables_read_the_agent_rows_stages_and_prefix_mismatches():
