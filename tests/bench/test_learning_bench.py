@@ -204,7 +204,14 @@ def test_turn_budgets_that_are_not_whole_turns_are_refused(bad):
         learning.plan(quick=True, turn_budgets=[4, *bad])
 
 
-@pytest.mark.parametrize("name", sorted(learning.PRESETS))
+@pytest.mark.parametrize("name", learning.AGENT_API_ROWS)
+def test_the_agent_api_rows_play_math_agents_env_and_warm_start(name):
+    """So the expert check of ``math-agent`` below is theirs too."""
+    ours, theirs = Config.load(learning.PRESETS[name]), Config.load(learning.PRESETS["math-agent"])
+    assert (ours.env, ours.sft, ours.rollout) == (theirs.env, theirs.sft, theirs.rollout)
+
+
+@pytest.mark.parametrize("name", learning.DEFAULT_ENVS)
 def test_each_presets_expert_wins_and_its_demonstrations_fit_the_token_budget(name, smollm2_dir):
     """The premise of a row: the warm start's demonstrations are wins (all of the expert's episodes, or, for a
     preset that keeps only wins (``sft.min_reward``), at least half) and (nearly all) fit the preset's budget."""
