@@ -48,7 +48,8 @@ The paper's comparisons, at small scale (``--suite-options``):
 Each row runs in a process of its own (``python -m agentfly_train.cli``), so its memory is given back before
 the next one starts; its output goes to ``train.log`` in its run directory, shown when it fails. A failed row
 is reported as failed, and the suite goes on. Results are read back from the run directory (``config.json``,
-``metrics.jsonl``, ``stages/<stage>/eval/summary.json``) and recorded in its ``row.json``: run again with
+``metrics.jsonl``, ``stages/<stage>/eval/summary.json``) and recorded in its ``row.json``, and its
+checkpoints are deleted (a row is never resumed; its warm-start and final models stay): run again with
 the same ``out_dir``, the suite skips the rows recorded with the config they would run now (the preset as it
 is, with the same overrides) and starts every other row over from an empty directory (one killed halfway
 included).
@@ -84,7 +85,7 @@ from rich.table import Table
 from agentfly_train.algorithm_registry import ALGORITHMS
 from agentfly_train.config import Config, ConfigError, apply_overrides
 from agentfly_train.metrics import read_metrics
-from agentfly_train.run_files import CONFIG_FILE, EVAL_DIR, METRICS_FILE, STAGES_DIR, SUMMARY_FILE
+from agentfly_train.run_files import CHECKPOINTS_DIR, CONFIG_FILE, EVAL_DIR, METRICS_FILE, STAGES_DIR, SUMMARY_FILE
 
 DESCRIPTION = (
     "learning: base vs warm start vs RL held-out success per env (the Math, Code, Search, WebShop, ALFWorld and "
@@ -390,6 +391,9 @@ def _run_row(row: Row) -> dict[str, Any]:
             failure = f"finished, but its results cannot be read back ({type(error).__name__}: {error})"
         else:
             row.record(result)
+            # A row is never resumed (a killed one starts over), and its checkpoints (optimiser state included)
+            # are most of its disk: a dozen rows kept would fill tens of GB. Its models stay.
+            shutil.rmtree(row.run_dir / CHECKPOINTS_DIR, ignore_errors=True)
             return result
     tail = log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
     _say(f"{row.name}: FAILED, {failure}; the end of {log_path}:\n" + "\n".join(tail))

@@ -38,7 +38,8 @@ def test_a_quick_row_trains_in_its_own_process_and_is_skipped_when_run_again(tmp
     for stage in row["stages"].values():
         assert 0 <= stage["success_rate"] <= 1 and stage["turns_per_episode"] >= 1
     run_dir = tmp_path / "search"
-    assert (run_dir / "warm-start" / "model.safetensors").exists()
+    assert (run_dir / "warm-start" / "model.safetensors").exists() and (run_dir / "final").is_dir()
+    assert not (run_dir / "checkpoints").exists()  # a row is never resumed
     assert (run_dir / learning.ROW_RECORD).exists() and (run_dir / learning.ROW_LOG).stat().st_size > 0
     assert (tmp_path / "learning.png").stat().st_size > 10_000
     console = Console(record=True, width=160)
@@ -75,12 +76,12 @@ def test_a_finished_row_is_skipped_and_one_of_another_config_run_again(tmp_path,
 
 def test_a_half_finished_row_is_redone_from_an_empty_directory_and_read_back_from_it(tmp_path, monkeypatch):
     killed = tmp_path / "algorithms" / "math-rloo"
-    (killed / "checkpoints").mkdir(parents=True)
+    (killed / "checkpoints" / "step-000009").mkdir(parents=True)
     (killed / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 0.9}\n{"step": 2, "rew')
     monkeypatch.setattr(subprocess, "run", _fake_training(rewards=[0.25, 0.75]))
     results = learning.run(quick=True, out_dir=str(tmp_path), algorithms=["rloo"])
     row = results["algorithms"]["rows"]["rloo"]
-    assert not (killed / "checkpoints").exists()
+    assert not (killed / "checkpoints").exists()  # the killed run's, and the finished run's own after it
     assert row["algo"] == "rloo" and row["rewards"] == [0.25, 0.75] and row["steps"] == 2
     assert row["mismatch_kl"] == [None, 0.002]
     assert row["episodes_per_step"] == 4 and row["eval_episodes"] == 4  # the --quick budgets, from config.json
@@ -272,6 +273,7 @@ def _fake_training(*, rewards: list[float] = (), exit_code: int = 0):
         overrides = command[command.index("--no-progress") + 2 :: 2]
         config = apply_overrides(Config.load(command[command.index("--config") + 1]), overrides)
         (run_dir / "config.json").write_text(json.dumps(config.to_dict()))
+        (run_dir / "checkpoints" / "step-000001").mkdir(parents=True)
         records = [{"step": 0, "sft_loss": 1.0}] + [
             {"step": step, "reward_mean": reward, "step_s": 3.0, "rollout_wall_s": 1.0, "update_s": 2.0}
             | ({"mismatch_kl": 0.001 * step} if step > 1 else {})  # the first update skipped
