@@ -55,9 +55,9 @@ is, with the same overrides) and starts every other row over from an empty direc
 included).
 
 Writes under ``out_dir``: one run directory per env row (``<env>/``), per algorithm
-(``algorithms/<env>-<algo>/``), per variant (``variants/<env>-<name>/``) and per turn budget and seed (``turn-budgets/<env>-turns<N>-seed<S>/``), and
-a plot per kind of row. ``--quick`` shrinks every budget to a smoke run (one step, a few tasks): it shows the
-plumbing, not learning.
+(``algorithms/<env>-<algo>/``), per variant (``variants/<env>-<name>/``) and per turn budget and seed
+(``turn-budgets/<env>-turns<N>-seed<S>/``), and a plot per kind of row. ``--quick`` shrinks every budget to a
+smoke run (one step, a few tasks): it shows the plumbing, not learning.
 
 Example:
     >>> PRESETS["math"], STEP_COMPARISON
