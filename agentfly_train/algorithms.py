@@ -347,22 +347,35 @@ def aggregate_loss(
     *,
     num_tokens: float | torch.Tensor | None = None,
     num_sequences: float | torch.Tensor | None = None,
+    sequence_tokens: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reduce a per-token loss to a scalar under the mask.
 
     ``token-mean``: masked sum / number of action tokens; ``seq-mean-token-mean``: the mean over
     sequences of each sequence's token mean (fully masked sequences left out). With gradient
     accumulation, pass the totals of the whole optimiser step (``num_tokens`` / ``num_sequences``)
-    so that the micro-batch losses add up to the step's mean, as OpenRLHF does.
+    so that the micro-batch losses add up to the step's mean, as OpenRLHF does. A sequence may span
+    several rows (an episode trained as windows or an agent program's calls): ``sequence_tokens`` gives,
+    per row, the action tokens of its whole sequence (default: the row's own), and ``num_sequences`` counts
+    sequences, so each sequence weighs the same however many rows it has.
+
+    Example:
+        >>> loss, mask = torch.tensor([[1.0, 3.0], [5.0, 0.0]]), torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+        >>> float(aggregate_loss(loss, mask, "seq-mean-token-mean"))  # (2 + 5) / 2
+        3.5
+        >>> float(aggregate_loss(loss, mask, "seq-mean-token-mean", sequence_tokens=torch.tensor([3.0, 3.0]),
+        ...                      num_sequences=1))  # the two rows are one sequence: 9 / 3
+        3.0
     """
     if mode == "token-mean":
         return (loss * mask).sum() / (mask.sum() if num_tokens is None else num_tokens)
     if mode != "seq-mean-token-mean":
         raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {LOSS_AGGREGATIONS}")
     counts = mask.sum(dim=-1)
-    per_sequence = (loss * mask).sum(dim=-1) / (counts + 1e-8)
     present = (counts > 0).float()
-    return (per_sequence * present).sum() / (present.sum() if num_sequences is None else num_sequences)
+    own = counts if sequence_tokens is None else sequence_tokens
+    per_row = (loss * mask).sum(dim=-1) / (own + 1e-8)
+    return (per_row * present).sum() / (present.sum() if num_sequences is None else num_sequences)
 
 
 @dataclass
@@ -440,6 +453,7 @@ def policy_loss(
     mode: str = "token-mean",
     num_tokens: float | torch.Tensor | None = None,
     num_sequences: float | torch.Tensor | None = None,
+    sequence_tokens: torch.Tensor | None = None,
     correction: ISCorrection | None = None,
     rollout_log_probs: torch.Tensor | None = None,
 ) -> PolicyLossResult:
@@ -463,7 +477,9 @@ def policy_loss(
         loss = weights * loss
         vllm_kl = masked_mean(rollout_log_probs - old_log_probs, mask)
     return PolicyLossResult(
-        loss=aggregate_loss(loss, mask, mode, num_tokens=num_tokens, num_sequences=num_sequences),
+        loss=aggregate_loss(
+            loss, mask, mode, num_tokens=num_tokens, num_sequences=num_sequences, sequence_tokens=sequence_tokens
+        ),
         clip_ratio=masked_mean(torch.lt(surr2, surr1).float(), mask).detach(),
         ppo_kl=masked_mean(-log_ratio.detach(), mask),
         vllm_kl=vllm_kl,
@@ -481,6 +497,7 @@ def value_loss(
     mode: str = "token-mean",
     num_tokens: float | torch.Tensor | None = None,
     num_sequences: float | torch.Tensor | None = None,
+    sequence_tokens: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Half the (clipped) squared error of the critic: ``0.5 * max((v_clip - R)^2, (v - R)^2)``."""
     if clip_eps:
@@ -488,7 +505,14 @@ def value_loss(
         loss = torch.max((clipped - returns) ** 2, (values - returns) ** 2)
     else:
         loss = (values - returns) ** 2
-    return 0.5 * aggregate_loss(loss, action_mask.float(), mode, num_tokens=num_tokens, num_sequences=num_sequences)
+    return 0.5 * aggregate_loss(
+        loss,
+        action_mask.float(),
+        mode,
+        num_tokens=num_tokens,
+        num_sequences=num_sequences,
+        sequence_tokens=sequence_tokens,
+    )
 
 
 def kl_loss(
@@ -500,7 +524,15 @@ def kl_loss(
     mode: str = "token-mean",
     num_tokens: float | torch.Tensor | None = None,
     num_sequences: float | torch.Tensor | None = None,
+    sequence_tokens: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The KL to the reference as a loss term (multiply by the KL coefficient and add to the policy loss)."""
     kl = approx_kl(log_probs, ref_log_probs, estimator)
-    return aggregate_loss(kl, action_mask.float(), mode, num_tokens=num_tokens, num_sequences=num_sequences)
+    return aggregate_loss(
+        kl,
+        action_mask.float(),
+        mode,
+        num_tokens=num_tokens,
+        num_sequences=num_sequences,
+        sequence_tokens=sequence_tokens,
+    )

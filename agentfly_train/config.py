@@ -168,8 +168,14 @@ class RolloutConfig(Section):
     max_new_tokens: AtLeastOne = 256
     """Token budget of one model turn."""
     max_episode_tokens: int = 2048
-    """Budget of the whole sequence (prompt, turns and observations); for an agent program, of the tokens its episode's
-    rows hold (its calls' context window is the model's: ``agent.context_tokens``)."""
+    """Budget of the whole sequence (prompt, turns and observations); with ``history_turns``, of one turn's context and
+    its reply; for an agent program, of the tokens its episode's rows hold (its calls' context window is the model's:
+    ``agent.context_tokens``)."""
+    history_turns: ZeroOrMore = 0
+    """Bounded history: each turn the model sees the first prompt (system prompt and task) and only its last
+    ``history_turns`` turns with their observations; 0 is the whole episode. Each turn is then trained in the context
+    it was sampled in (one token row per window), so a long episode's update costs more tokens (the prompt recurs in
+    every row) while each context stays short. The env loop only (an agent program keeps its own history)."""
     temperature: Annotated[float, msgspec.Meta(gt=0, description="for greedy, evaluate with eval.temperature=0")] = 1.0
     """Sampling temperature (the trainer's log-probs use the same one); training samples, so it is above 0."""
     top_p: Fraction = 1.0
@@ -232,7 +238,8 @@ class AlgorithmConfig(Section):
     """``reward`` (token-level penalty in the reward), ``loss`` (added to the policy loss), or ``auto`` (loss for GRPO,
     reward otherwise, as OpenRLHF's recipes do)."""
     loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
-    """``token-mean`` (every action token weighs the same) or ``seq-mean-token-mean``."""
+    """``token-mean`` (every action token weighs the same) or ``seq-mean-token-mean`` (every episode weighs the same:
+    the mean of its tokens' loss, an episode of several rows counted once)."""
     advantage_std_norm: bool = True
     """Divide by the std in the global normalisation (gae, reinforce, reinforce_baseline)."""
     reward_clip: float = 10.0
@@ -580,6 +587,12 @@ class Config(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ConfigError(problem)
         if training and algo.step_credit and self.backend != "local":
             raise ConfigError(f"algo {self.algo!r} (step-level credit) runs on the local backend; got {self.backend!r}")
+        if rollout.history_turns and self.agent.plays:
+            raise ConfigError("rollout.history_turns bounds the env loop's history; an agent program keeps its own")
+        if rollout.history_turns and self.backend != "local":
+            raise ConfigError(
+                f"rollout.history_turns runs on the local backend; {self.backend!r} plays one growing sequence per episode"
+            )
         if self.agent.program and self.agent.command:
             raise ConfigError("agent.program and agent.command name two agents: give one")
         if self.agent.command and not shlex.split(self.agent.command):

@@ -170,10 +170,13 @@ async def _play_served(
     if start is None:
         return
     messages = first_messages(start.system_prompt, start.observation)
+    opening = len(messages)
     while episode.model_turns < rollout.max_turns:
         prefill = [{"role": "assistant", "content": rollout.assistant_prefix}] if rollout.assistant_prefix else []
+        # rollout.history_turns: the opening messages and the last turns' (answer, observation) pairs, as trained.
+        history = messages[opening:][-2 * rollout.history_turns :] if rollout.history_turns else messages[opening:]
         completion = await client.acomplete(
-            messages + prefill,
+            messages[:opening] + history + prefill,
             temperature=config.eval.temperature,
             max_tokens=rollout.max_new_tokens,
             stop=rollout.stop,

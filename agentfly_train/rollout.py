@@ -16,6 +16,11 @@ at once when every unfinished episode is waiting, else after ``batch_wait_s`` wi
 ``overlap=False`` plays lockstep rounds (generate for all, then step all), the usual synchronous loop,
 for comparison.
 
+Bounded history (``rollout.history_turns = K``): each turn's context is the first prompt (the task) and only the last
+K turns with their observations, cut from the same token sequence (still nothing re-tokenized), as step-wise agents
+on long text worlds prompt a small model. The episode is then trained as the contexts the model saw, one row per
+window (:meth:`Episode.windows`), like an agent program's calls.
+
 Multi-chain: ``samples_per_prompt`` chains of one task (same env seed, so the same task) run at once and
 come back as consecutive episodes: the group of GRPO and RLOO.
 
@@ -198,6 +203,9 @@ class Episode(EpisodeStats):
         rows: An agent program's episode: its model calls as the gateway recorded them, one token row per
             conversation that continued exactly (the episode's own ``token_ids`` stay empty).
         calls: An agent program's episode: what its calls came to (calls, rows, prefix mismatches, latency).
+        history_turns: The model sees the first prompt and only its last ``history_turns`` turns with their
+            observations (``rollout.history_turns``); 0 for the whole episode. ``token_ids`` still holds the
+            whole episode; :attr:`sequences` are the windows the model saw.
     """
 
     group: int
@@ -210,12 +218,73 @@ class Episode(EpisodeStats):
     turns: list[Turn] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     calls: EpisodeCounters | None = None
+    history_turns: int = 0
 
     @property
     def sequences(self) -> list[Row] | list[Episode]:
-        """What the update trains on: the rows of an agent program's episode, else the episode's own sequence
-        (also for an agent episode without rows, so a failed one still holds its place in its group)."""
-        return self.rows or [self]
+        """What the update trains on: the rows of an agent program's episode; with a bounded history, one row per
+        context the model saw (:meth:`windows`); else the episode's own sequence (also for an agent episode
+        without rows, so a failed one still holds its place in its group)."""
+        if self.rows:
+            return self.rows
+        windows = self.windows()
+        return [self] if len(windows) <= 1 else [row for row, _ in windows]
+
+    def window_start(self, turn: int) -> int:
+        """Where, in ``token_ids``, the history that turn number ``turn`` sees starts after the first prompt: the
+        first of its last ``history_turns`` turns (the prompt's end when it sees them all)."""
+        if not self.history_turns or turn <= self.history_turns:
+            return self.prompt_length
+        return self.turns[turn - self.history_turns].start
+
+    def context(self) -> list[int]:
+        """The tokens the model continues at its next turn: the first prompt, then the history it sees.
+
+        Example:
+            >>> e = Episode(group=0, chain=0, seed=0, history_turns=1)
+            >>> e.append([1, 2], generated=False); e.prompt_length = 2
+            >>> for action, observation in (([10], [11]), ([20], [21])):
+            ...     e.turns.append(Turn(len(e.token_ids), len(e.token_ids) + 1, "stop"))
+            ...     e.append(action, generated=True, logprobs=[-0.5]); e.append(observation, generated=False)
+            >>> e.token_ids, e.context()
+            ([1, 2, 10, 11, 20, 21], [1, 2, 20, 21])
+        """
+        return self.token_ids[: self.prompt_length] + self.token_ids[self.window_start(len(self.turns)) :]
+
+    def windows(self) -> list[tuple[Row, list[int]]]:
+        """The episode as the contexts the model saw, each with the turns it generated in it: one row per window
+        start (turns that saw the same start extend one row, as the gateway extends a conversation that
+        continued), each turn's tokens action-masked in its own row only. Without a bounded history, one row:
+        the whole sequence up to its last turn (none before the first turn). Each row's ``calls`` are its turns'
+        ``(start, end)`` in it.
+
+        Example:
+            >>> e = Episode(group=0, chain=0, seed=0, history_turns=1)
+            >>> e.append([1, 2], generated=False); e.prompt_length = 2
+            >>> for action, observation in (([10], [11]), ([20], [21]), ([30], [])):
+            ...     e.turns.append(Turn(len(e.token_ids), len(e.token_ids) + 1, "stop"))
+            ...     e.append(action, generated=True, logprobs=[-0.5]); e.append(observation, generated=False)
+            >>> [(row.token_ids, row.action_mask, turns) for row, turns in e.windows()]
+            [([1, 2, 10, 11, 20], [0, 0, 1, 0, 1], [0, 1]), ([1, 2, 20, 21, 30], [0, 0, 0, 0, 1], [2])]
+        """
+        prompt = self.token_ids[: self.prompt_length]
+        windows: list[tuple[Row, list[int]]] = []
+        start, done = -1, 0
+        for number, turn in enumerate(self.turns):
+            if self.window_start(number) != start:
+                start = self.window_start(number)
+                row = Row(token_ids=list(prompt), action_mask=[0] * len(prompt), logprobs=[0.0] * len(prompt))
+                windows.append((row, []))
+                done = start  # tokens of the window already in the row
+            row, numbers = windows[-1]
+            context = self.token_ids[done : turn.start]
+            row.token_ids += context + self.token_ids[turn.start : turn.end]
+            row.action_mask += [0] * len(context) + [1] * (turn.end - turn.start)
+            row.logprobs += [0.0] * len(context) + self.logprobs[turn.start : turn.end]
+            row.calls.append((len(row.token_ids) - (turn.end - turn.start), len(row.token_ids)))
+            numbers.append(number)
+            done = turn.end
+        return windows
 
     @property
     def generated_tokens(self) -> int:
@@ -417,7 +486,12 @@ class Rollout:
             episode_id_prefix: Prefix of each trajectory's ``episode_id`` (``{prefix}{group}-{chain}``).
         """
         n = self.config.samples_per_prompt
-        episodes = [Episode(group=g, chain=c, seed=int(seed)) for g, seed in enumerate(task_seeds) for c in range(n)]
+        history = self.config.history_turns
+        episodes = [
+            Episode(group=g, chain=c, seed=int(seed), history_turns=history)
+            for g, seed in enumerate(task_seeds)
+            for c in range(n)
+        ]
         stats = RolloutStats()
         started = time.perf_counter()
         leases = await lease_envs(self.envs, episodes, self.lease_timeout_s)
@@ -450,12 +524,13 @@ class Rollout:
 
     def _request(self, episode: Episode, sample_seed: int) -> GenerationRequest | None:
         """The next generation request, or None (and the episode truncated) when no budget is left."""
-        room = self.config.max_episode_tokens - len(episode.token_ids)
+        context = episode.context()
+        room = self.config.max_episode_tokens - len(context)
         if room <= 0:
             episode.truncate("max_tokens")
             return None
         seed = np.random.SeedSequence([sample_seed, episode.group, episode.chain, len(episode.turns)])
-        return GenerationRequest(list(episode.token_ids), room, int(seed.generate_state(1, np.uint64)[0] >> 1))
+        return GenerationRequest(context, room, int(seed.generate_state(1, np.uint64)[0] >> 1))
 
     def _take_generation(self, episode: Episode, generation: Generation) -> str:
         """Append the generated tokens; return the action text for the env."""
@@ -474,7 +549,9 @@ class Rollout:
             episode.truncate("max_turns")
             return
         continuation = self.chat.encode_observation(step.observation, generation.token_ids) + self.prefix_ids
-        if len(episode.token_ids) + len(continuation) >= self.config.max_episode_tokens:
+        # The next turn's context: the first prompt, then the history its window keeps, this observation included.
+        history = len(episode.token_ids) - episode.window_start(len(episode.turns))
+        if episode.prompt_length + history + len(continuation) >= self.config.max_episode_tokens:
             episode.truncate("max_tokens")
             return
         episode.append(continuation, generated=False)

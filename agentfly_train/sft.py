@@ -244,17 +244,19 @@ def _assistant_text(message: dict[str, Any], formatter: Any, known: set[str] | N
     return "\n".join(part for part in parts if part)
 
 
-def encode(chat: Any, demo: Demonstration, *, max_tokens: int | None = None) -> Any:
+def encode(chat: Any, demo: Demonstration, *, max_tokens: int | None = None, history_turns: int = 0) -> Any:
     """The token sequence of ``demo`` as the rollout builds it: an :class:`~agentfly_train.rollout.Episode`
-    whose ``action_mask`` marks the model's turns (each closed by the template's end-of-turn token).
+    whose ``action_mask`` marks the model's turns (each closed by the template's end-of-turn token); with
+    ``history_turns`` (``rollout.history_turns``) trained as the rollout's windows, each turn in the context the
+    policy will see.
 
     Raises:
-        DemonstrationError: the sequence is longer than ``max_tokens``, or the template cannot render it.
+        DemonstrationError: a sequence (a window) is longer than ``max_tokens``, or the template cannot render it.
     """
     from agentfly_train.chat import ChatTemplateError
-    from agentfly_train.rollout import Episode
+    from agentfly_train.rollout import Episode, Turn
 
-    episode = Episode(group=0, chain=0, seed=0)
+    episode = Episode(group=0, chain=0, seed=0, history_turns=history_turns)
     try:
         prompt = chat.encode_prompt(demo.system_prompt, demo.observation)
     except ChatTemplateError as error:
@@ -264,13 +266,14 @@ def encode(chat: Any, demo: Demonstration, *, max_tokens: int | None = None) -> 
     closing = chat.closing_id
     for turn in demo.turns:
         action = chat.content_ids(turn.action) + [closing]
+        episode.turns.append(Turn(len(episode.token_ids), len(episode.token_ids) + len(action), "stop"))
         episode.append(action, generated=True, logprobs=[0.0] * len(action))
         if turn.observation is not None:
             episode.append(chat.encode_observation(turn.observation, action), generated=False)
-    if max_tokens is not None and len(episode.token_ids) > max_tokens:
+    longest = max(len(sequence.token_ids) for sequence in episode.sequences)
+    if max_tokens is not None and longest > max_tokens:
         raise DemonstrationError(
-            f"{demo.source}: {len(episode.token_ids)} tokens, more than the {max_tokens} allowed "
-            "(rollout.max_episode_tokens)"
+            f"{demo.source}: {longest} tokens, more than the {max_tokens} allowed (rollout.max_episode_tokens)"
         )
     return episode
 
@@ -401,7 +404,14 @@ def demonstrations(config: Any, tokenizer: Any, env_fn: Callable[[], Any] | None
     episodes = []
     for demo in demos:
         try:
-            episodes.append(encode(chat, demo, max_tokens=config.rollout.max_episode_tokens))
+            episodes.append(
+                encode(
+                    chat,
+                    demo,
+                    max_tokens=config.rollout.max_episode_tokens,
+                    history_turns=config.rollout.history_turns,
+                )
+            )
         except DemonstrationError as error:
             _bad(str(error), sft.on_bad_row)
     if sft.expert_episodes and config.agent.plays:  # the program's own format, played against agent.expert

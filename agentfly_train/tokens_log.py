@@ -52,7 +52,8 @@ class TokenRecord(msgspec.Struct, omit_defaults=True):
         mask_runs: The action mask as run lengths, alternating zeros and ones, starting with zeros.
         logprobs: The generator's log-prob of each generated token (mask 1), in order.
         pieces: Each token decoded alone (what the viewer shows).
-        rows: An agent program's episode: each of its rows (its own ``token_ids`` are then empty).
+        rows: What the episode was trained as when that is not its own sequence: an agent program's rows (its own
+            ``token_ids`` are then empty), or the windows of a bounded history (``rollout.history_turns``).
     """
 
     episode_id: str
@@ -91,7 +92,7 @@ def mask_from_runs(runs: Sequence[int]) -> list[int]:
 
 def token_record(episode: Any, tokenizer: Any) -> TokenRecord:
     """The record of a played :class:`~agentfly_train.rollout.Episode` (one with a trajectory)."""
-    rows = [token_row(row, tokenizer) for row in episode.rows]
+    rows = [token_row(row, tokenizer) for row in episode.sequences if row is not episode]  # what was trained on
     own = token_row(episode, tokenizer)
     return TokenRecord(
         episode_id=episode.trajectory.episode_id or "",

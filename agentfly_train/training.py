@@ -77,7 +77,7 @@ class Batch:
             lengths=attention.sum(-1).to(device),
             finished=torch.tensor([e.failure is None for e in owners], dtype=torch.bool, device=device),
             episode_of=torch.tensor([index for index, _ in rows], dtype=torch.long, device=device),
-            anchors=[a for row, (_, sequence) in enumerate(rows) for a in _anchors(row, sequence)] if anchors else [],
+            anchors=_anchors(episodes) if anchors else [],
         )
 
     def __len__(self) -> int:
@@ -103,18 +103,26 @@ class Batch:
         return torch.nn.functional.pad(values, (0, self.action_mask.size(1) - values.size(1)))
 
 
-def _anchors(row: int, sequence: Any) -> list[TurnAnchor]:
-    """An env-loop episode's turns as :class:`~agentfly_train.algorithms.TurnAnchor` s (in action columns: token
-    ``j`` is column ``j - 1``); none for an agent program's row. A last turn the driver cut before the env stepped
-    it has no step, and no anchor."""
-    trajectory = getattr(sequence, "trajectory", None)
-    if trajectory is None or not getattr(sequence, "turns", None):
-        return []
-    states = [trajectory.observation, *(step.observation for step in trajectory.steps)]
-    return [
-        TurnAnchor(row, turn.start - 1, turn.end - 1, states[number], step.reward)
-        for number, (turn, step) in enumerate(zip(sequence.turns, trajectory.steps))
-    ]
+def _anchors(episodes: Sequence[Episode]) -> list[TurnAnchor]:
+    """The env-loop episodes' turns as :class:`~agentfly_train.algorithms.TurnAnchor` s, each in the row that trains
+    it (a window of a bounded history, else the episode's one row; rows numbered as :meth:`Batch.from_episodes`
+    lays them out; in action columns: token ``j`` is column ``j - 1``); none for an agent program's rows. A last
+    turn the driver cut before the env stepped it has no step, and no anchor."""
+    anchors: list[TurnAnchor] = []
+    first = 0  # the episode's first row
+    for episode in episodes:
+        if episode.trajectory is not None and not episode.rows:
+            windows = episode.windows()
+            places = [
+                (first + row, start, end) for row, (window, _) in enumerate(windows) for start, end in window.calls
+            ]
+            states = [episode.trajectory.observation, *(step.observation for step in episode.trajectory.steps)]
+            anchors += [
+                TurnAnchor(row, start - 1, end - 1, states[number], step.reward)
+                for number, ((row, start, end), step) in enumerate(zip(places, episode.trajectory.steps))
+            ]
+        first += len(episode.sequences)
+    return anchors
 
 
 class CompiledBlocks:

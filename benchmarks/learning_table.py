@@ -173,8 +173,9 @@ def render_variants(run: Mapping[str, Any]) -> str:
     lines = _header(["variant", "`agentfly-train`", "`--set`", *OUTCOME_COLUMNS])
     for env in variants["envs"]:
         for name, sets in variants["overrides"].items():
+            if (row := variants["rows"].get(f"{env} {name}")) is None:  # the variant is not run on this env
+                continue
             overrides = " ".join(f"`{override}`" for override in sets) or "the preset as it ships"
-            row = variants["rows"][f"{env} {name}"]
             lines.append(_cells([name, f"`--config {PRESETS[env]}`", overrides, *_outcome(row)]))
     return "\n".join([*lines, "", f"{_provenance(run)}."])
 

@@ -441,15 +441,20 @@ class LocalTrainer:
         """One optimiser step on a mini-batch, its gradients accumulated over micro-batches."""
         train = self.config.train
         mask = batch.action_mask[minibatch]
-        # The whole mini-batch's counts: each micro-batch's loss is its share of the mini-batch's mean.
+        # The whole mini-batch's counts: each micro-batch's loss is its share of the mini-batch's mean. A sequence
+        # is an episode, however many rows it has (windows of a bounded history, an agent program's calls).
+        episode_tokens = torch.zeros(len(batch), device=mask.device).index_add_(
+            0, batch.episode_of[minibatch], mask.sum(-1)
+        )
         aggregation = {
             "mode": self.config.algorithm.loss_agg,
             "num_tokens": mask.sum().clamp(min=1),
-            "num_sequences": (mask.sum(-1) > 0).sum().clamp(min=1),
+            "num_sequences": (episode_tokens > 0).sum().clamp(min=1),
         }
         self.policy.train(train.gradient_checkpointing)  # HF checkpoints only in train mode
         for rows in batch.micro_batches(minibatch, train.micro_batch_size):
-            self._backward(batch, rows, scores, advantages, aggregation, stats)
+            sequence_tokens = episode_tokens[batch.episode_of[rows]]
+            self._backward(batch, rows, scores, advantages, {**aggregation, "sequence_tokens": sequence_tokens}, stats)
         self.policy.eval()
         self._optimiser_step(stats)
 

@@ -39,7 +39,8 @@ The paper's comparisons, at small scale (``--suite-options``):
 - ``{"variants": {"tis": ['algorithm.is_correction_level="token"', 'algorithm.is_correction_mode="clip"']},
   "variant_envs": ["math", "alfworld"]}``: each of ``variant_envs``' presets (default ``math``) once per named
   set of ``--set`` overrides (an ablation: the preset's own settings, varied one name at a time), reported
-  like the algorithms; the preset as it ships is that env's row.
+  like the algorithms; the preset as it ships is that env's row. ``variant_envs`` may name the envs per
+  variant instead: ``{"tis": ["math"], "history2": ["webshop"]}``.
 - ``{"turn_budgets": [4, 8], "seeds": [0, 1, 2], "budget_env": "math"}``: ``budget_env``'s preset at each
   turn budget (``env.options.max_turns`` and ``rollout.max_turns``) for each seed: the mean reward curve per
   budget with a band of its std over seeds, held-out success after RL (mean ± std over seeds) and the reward's
@@ -168,12 +169,14 @@ class Row:
 
     def recorded(self) -> dict[str, Any] | None:
         """The result a finished run of this row recorded here, or None: none, or one of another config (other
-        overrides, or a preset edited since)."""
+        overrides, or a preset edited since). A config field added since the record was written, which this row
+        leaves at its default, does not count as a change: a new option's default is the behaviour it had before."""
         try:
             record = json.loads((self.run_dir / ROW_RECORD).read_text())
         except (OSError, ValueError):
             return None
-        return record["result"] if record.get("config") == self.config() else None
+        default = json.loads(json.dumps(Config().to_dict()))
+        return record["result"] if _runs_as(record.get("config"), self.config(), default) else None
 
     def record(self, result: dict[str, Any]) -> None:
         """Mark the row finished with its result (atomically: a kill leaves the row unfinished, not half-read)."""
@@ -181,6 +184,27 @@ class Row:
         scratch = self.run_dir / f".{ROW_RECORD}.tmp"
         scratch.write_text(json.dumps(record))
         os.replace(scratch, self.run_dir / ROW_RECORD)
+
+
+def _runs_as(recorded: Any, now: Any, default: Any) -> bool:
+    """Whether a recorded config is ``now``, but for fields it lacks that ``now`` has at their ``default``.
+
+    Example:
+        >>> default = {"rollout": {"max_turns": 4, "history_turns": 0}}
+        >>> _runs_as({"rollout": {"max_turns": 4}}, {"rollout": {"max_turns": 4, "history_turns": 0}}, default)
+        True
+        >>> _runs_as({"rollout": {"max_turns": 4}}, {"rollout": {"max_turns": 4, "history_turns": 2}}, default)
+        False
+    """
+    if not (isinstance(recorded, dict) and isinstance(now, dict)):
+        return recorded == now
+    default = default if isinstance(default, dict) else {}
+    return set(recorded) <= set(now) and all(
+        _runs_as(recorded[key], value, default.get(key))
+        if key in recorded
+        else key in default and value == default[key]
+        for key, value in now.items()
+    )
 
 
 @dataclass(frozen=True)
@@ -204,7 +228,7 @@ def plan(
     algorithms: Sequence[str] = (),
     algorithm_env: str = "math",
     variants: Mapping[str, Sequence[str]] | None = None,
-    variant_envs: Sequence[str] = ("math",),
+    variant_envs: Sequence[str] | Mapping[str, Sequence[str]] = ("math",),
     turn_budgets: Sequence[int] = (),
     seeds: Sequence[int] = (0,),
     budget_env: str = "math",
@@ -221,7 +245,8 @@ def plan(
         algorithm_env: The env family of the algorithm rows.
         variants: Run each of ``variant_envs``' presets once per name, with that name's ``--set`` overrides (the
             name is in its run directory's, so letters, digits and ``._+-`` only).
-        variant_envs: The env families of the variant rows.
+        variant_envs: The env families of the variant rows: of every variant, or per variant name (a mapping
+            that names each variant).
         turn_budgets: Run ``budget_env``'s preset at each of these ``max_turns``, once per seed of ``seeds``.
         seeds: The seeds of each turn budget.
         budget_env: The env family of the turn-budget rows.
@@ -242,7 +267,17 @@ def plan(
         envs = () if algorithms or variants or turn_budgets else DEFAULT_ENVS
     _check_names("envs", envs, PRESETS)
     _check_names("algorithm_env", [algorithm_env], PRESETS)
-    _check_names("variant_envs", variant_envs, PRESETS)
+    if isinstance(variant_envs, Mapping):
+        if set(variant_envs) != set(variants):
+            raise ValueError(
+                f"variant_envs by name must name each variant once: variants {sorted(variants)}, "
+                f"variant_envs {sorted(variant_envs)}"
+            )
+        envs_of = {name: list(variant_envs[name]) for name in variants}
+    else:
+        envs_of = {name: list(variant_envs) for name in variants}
+    for names in envs_of.values():
+        _check_names("variant_envs", names, PRESETS)
     for name, sets in variants.items():
         if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
             raise ValueError(f"variant names are directory names (letters, digits and ._+-), got {name!r}")
@@ -270,9 +305,12 @@ def plan(
         },
         algorithm_env=algorithm_env,
         variants={
-            (env, name): Row(f"{env} {name}", PRESETS[env], out / "variants" / f"{env}-{name}", (*sets, *quick_sets))
-            for env in variant_envs
-            for name, sets in variants.items()
+            (env, name): Row(
+                f"{env} {name}", PRESETS[env], out / "variants" / f"{env}-{name}", (*variants[name], *quick_sets)
+            )
+            for env in dict.fromkeys(env for names in envs_of.values() for env in names)
+            for name in variants
+            if env in envs_of[name]
         },
         turn_budgets={
             (turns, seed): Row(
