@@ -171,6 +171,46 @@ def test_the_comparisons_tables_and_plots_come_out_of_the_rows_results(tmp_path,
     assert "math 4 turns seed 1 failed" in printed
 
 
+def test_variant_envs_by_name_run_each_variant_on_its_own_envs(tmp_path):
+    planned = learning.plan(
+        quick=True,
+        out_dir=str(tmp_path),
+        variants={"tis": ['algorithm.is_correction_mode="clip"'], "history1": ["rollout.history_turns=1"]},
+        variant_envs={"tis": ["math", "alfworld"], "history1": ["webshop", "math"]},
+    )
+    assert list(planned.variants) == [
+        ("math", "tis"),
+        ("math", "history1"),
+        ("alfworld", "tis"),
+        ("webshop", "history1"),
+    ]
+    assert planned.variants["webshop", "history1"].config()["rollout"]["history_turns"] == 1
+    assert planned.variants["alfworld", "tis"].config()["rollout"]["history_turns"] == 0
+    with pytest.raises(ValueError, match=r"variant_envs by name must name each variant once"):
+        learning.plan(quick=True, variants={"tis": [], "history1": []}, variant_envs={"tis": ["math"]})
+    with pytest.raises(ValueError, match=r"unknown variant_envs \['chess'\]"):
+        learning.plan(quick=True, variants={"tis": []}, variant_envs={"tis": ["chess"]})
+
+
+def test_a_row_recorded_before_a_config_field_existed_is_its_row_while_the_field_is_at_its_default(
+    tmp_path, monkeypatch
+):
+    """A new option defaults to the behaviour from before it, so an older record still stands for the row; a row that
+    sets the option is another row."""
+    [row] = learning.plan(quick=True, out_dir=str(tmp_path), envs=["math"]).envs.values()
+    row.run_dir.mkdir(parents=True)
+    row.record(_result("math", 0.5, [0.25, 0.5]))
+    record = json.loads((row.run_dir / learning.ROW_RECORD).read_text())
+    del record["config"]["rollout"]["history_turns"]  # as an older suite recorded it
+    (row.run_dir / learning.ROW_RECORD).write_text(json.dumps(record))
+    assert row.recorded() == _result("math", 0.5, [0.25, 0.5])
+    windowed = learning.Row("math", "calculator", row.run_dir, (*row.overrides, "rollout.history_turns=2"))
+    assert windowed.recorded() is None
+    record["config"]["rollout"]["stop"] = ["]"]  # a recorded field that differs still counts
+    (row.run_dir / learning.ROW_RECORD).write_text(json.dumps(record))
+    assert row.recorded() is None
+
+
 def test_unknown_names_are_refused_with_the_choices_before_anything_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(subprocess, "run", _no_training)
     choices = re.escape(str(sorted(learning.PRESETS)))

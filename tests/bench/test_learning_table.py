@@ -171,11 +171,16 @@ COMPARED = {
         },
         "algorithms": {"rows": {"grpo": _compared_row("math grpo", 0.75), "dpo": _compared_row("math dpo", 0.0)}},
         "variants": {
-            "envs": ["math"],
-            "overrides": {"tis": ['algorithm.is_correction_level="token"'], "as-shipped": []},
+            "envs": ["math", "webshop"],
+            "overrides": {
+                "tis": ['algorithm.is_correction_level="token"'],
+                "as-shipped": [],
+                "history1": ["rollout.history_turns=1"],
+            },
             "rows": {
                 "math tis": _compared_row("math tis", 0.5, mismatch_kl=[None, None]),
                 "math as-shipped": {"name": "math as-shipped", "failed": "exited with code 1", "wall_s": 90.0},
+                "webshop history1": _compared_row("webshop history1", 0.75),
             },
         },
         "turn_budgets": {
@@ -219,6 +224,8 @@ def test_the_comparison_tables_read_each_rows_outcome_and_the_command_that_ran_t
         "| as-shipped | `--config calculator` | the preset as it ships | failed | failed | failed | failed | failed "
         "|  | 1.5 min |"
     )
+    # A variant run on some envs only (variant_envs by name): the others have no line.
+    assert [line.split(" | ")[:2] for line in variants[4:-2]] == [["| history1", "`--config webshop`"]]
     budgets = render_turn_budgets(COMPARED).splitlines()
     assert budgets[0].startswith("| max turns | held-out success after RL, seeds 0 / 1 | mean ± std |")
     assert budgets[2] == "| 4 | 1.00 / failed | 1.00 ± 0.00 | 0.50 / failed | 0.000 | 1.0-8.0 min |"

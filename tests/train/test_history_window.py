@@ -18,13 +18,15 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentfly_env import ListTasks, ToolEnv, reward, tool
+from agentfly_env import ListTasks, ToolEnv, reward, run_sync, tool
 from agentfly_env.resources.distributed import make_env_pool
 from agentfly_train.algorithms import aggregate_loss
 from agentfly_train.chat import ChatFormat
 from agentfly_train.config import Config, ConfigError, RolloutConfig
+from agentfly_train.evaluate import _play_served
 from agentfly_train.generation import Generation
-from agentfly_train.rollout import Episode, Rollout, Turn
+from agentfly_train.generation.openai import ChatCompletion
+from agentfly_train.rollout import Episode, EpisodeStats, Rollout, Turn
 from agentfly_train.sft import encode, parse_rows
 from agentfly_train.training import Batch
 
@@ -204,6 +206,45 @@ def test_seq_mean_counts_an_episode_once_however_many_rows_it_has(turn_losses, d
     )
     assert float(split) == pytest.approx(float(one_row), abs=1e-5)
     assert float(split) == pytest.approx(sum(map(sum, turn_losses)) / sum(map(len, turn_losses)), abs=1e-5)
+
+
+class ScriptedClient:
+    """A chat server's client that plays the scripted turns and keeps the messages of every call."""
+
+    def __init__(self) -> None:
+        self.sent: list[list[dict[str, str]]] = []
+
+    async def acomplete(self, messages, **kwargs) -> ChatCompletion:
+        self.sent.append(list(messages))
+        return ChatCompletion(action_texts()[len(self.sent) - 1], "stop")
+
+
+@pytest.mark.parametrize("history_turns", [0, 1, 2])
+def test_served_evaluation_sends_the_window_the_model_was_trained_on(history_turns):
+    config = Config.from_dict({"rollout": {"history_turns": history_turns, "max_turns": 8}})
+    client, episode = ScriptedClient(), EpisodeStats()
+
+    async def evaluate_one() -> None:
+        envs = make_env_pool(echo_env, size=1)
+        lease = await envs.acquire(timeout=None)
+        try:
+            await _play_served(config, client, lease.resource, 0, episode)
+        finally:
+            await lease.release()
+            await envs.close()
+
+    run_sync(evaluate_one())
+    assert episode.success and len(client.sent) == 5
+    opening = client.sent[0]
+    assert [m["role"] for m in opening] == ["system", "user"]
+    observations = [step.observation for step in episode.trajectory.steps]
+    exchanges = [
+        [{"role": "assistant", "content": text}, {"role": "tool", "content": observation}]
+        for text, observation in zip(action_texts(), observations, strict=False)
+    ]
+    for turn, messages in enumerate(client.sent):
+        window = exchanges[max(0, turn - history_turns) : turn] if history_turns else exchanges[:turn]
+        assert messages == opening + [m for exchange in window for m in exchange], turn
 
 
 # ----------------------------------------------------------------------------- the window arithmetic, any episode
