@@ -227,8 +227,16 @@ class Episode(EpisodeStats):
         without rows, so a failed one still holds its place in its group)."""
         if self.rows:
             return self.rows
-        windows = self.windows()
-        return [self] if len(windows) <= 1 else [row for row, _ in windows]
+        if self.window_start(len(self.turns) - 1) == self.prompt_length:  # every turn saw the whole history
+            return [self]
+        return self.windows()
+
+    def turn_places(self) -> list[tuple[int, int, int]]:
+        """Where each model turn is trained: its row in :attr:`sequences` and its ``(start, end)`` in that row."""
+        sequences = self.sequences
+        if sequences == [self]:
+            return [(0, turn.start, turn.end) for turn in self.turns]
+        return [(row, start, end) for row, sequence in enumerate(sequences) for start, end in sequence.calls]
 
     def window_start(self, turn: int) -> int:
         """Where, in ``token_ids``, the history that turn number ``turn`` sees starts after the first prompt: the
@@ -251,12 +259,11 @@ class Episode(EpisodeStats):
         """
         return self.token_ids[: self.prompt_length] + self.token_ids[self.window_start(len(self.turns)) :]
 
-    def windows(self) -> list[tuple[Row, list[int]]]:
-        """The episode as the contexts the model saw, each with the turns it generated in it: one row per window
-        start (turns that saw the same start extend one row, as the gateway extends a conversation that
-        continued), each turn's tokens action-masked in its own row only. Without a bounded history, one row:
-        the whole sequence up to its last turn (none before the first turn). Each row's ``calls`` are its turns'
-        ``(start, end)`` in it.
+    def windows(self) -> list[Row]:
+        """The episode as the contexts the model saw: one row per window start (turns that saw the same start
+        extend one row, as the gateway extends a conversation that continued), each turn's tokens action-masked
+        in its own row only. Each row's ``calls`` are its turns' ``(start, end)`` in it. Without a bounded history,
+        one row: the whole sequence up to its last turn (none before the first turn).
 
         Example:
             >>> e = Episode(group=0, chain=0, seed=0, history_turns=1)
@@ -264,27 +271,23 @@ class Episode(EpisodeStats):
             >>> for action, observation in (([10], [11]), ([20], [21]), ([30], [])):
             ...     e.turns.append(Turn(len(e.token_ids), len(e.token_ids) + 1, "stop"))
             ...     e.append(action, generated=True, logprobs=[-0.5]); e.append(observation, generated=False)
-            >>> [(row.token_ids, row.action_mask, turns) for row, turns in e.windows()]
-            [([1, 2, 10, 11, 20], [0, 0, 1, 0, 1], [0, 1]), ([1, 2, 20, 21, 30], [0, 0, 0, 0, 1], [2])]
+            >>> [(row.token_ids, row.action_mask, row.calls) for row in e.windows()]
+            [([1, 2, 10, 11, 20], [0, 0, 1, 0, 1], [(2, 3), (4, 5)]), ([1, 2, 20, 21, 30], [0, 0, 0, 0, 1], [(4, 5)])]
         """
         prompt = self.token_ids[: self.prompt_length]
-        windows: list[tuple[Row, list[int]]] = []
+        rows: list[Row] = []
         start, done = -1, 0
         for number, turn in enumerate(self.turns):
             if self.window_start(number) != start:
-                start = self.window_start(number)
-                row = Row(token_ids=list(prompt), action_mask=[0] * len(prompt), logprobs=[0.0] * len(prompt))
-                windows.append((row, []))
-                done = start  # tokens of the window already in the row
-            row, numbers = windows[-1]
-            context = self.token_ids[done : turn.start]
+                start = done = self.window_start(number)  # ``done``: where the window's tokens in the row end
+                rows.append(Row(token_ids=list(prompt), action_mask=[0] * len(prompt), logprobs=[0.0] * len(prompt)))
+            row, context = rows[-1], self.token_ids[done : turn.start]
             row.token_ids += context + self.token_ids[turn.start : turn.end]
             row.action_mask += [0] * len(context) + [1] * (turn.end - turn.start)
             row.logprobs += [0.0] * len(context) + self.logprobs[turn.start : turn.end]
             row.calls.append((len(row.token_ids) - (turn.end - turn.start), len(row.token_ids)))
-            numbers.append(number)
             done = turn.end
-        return windows
+        return rows
 
     @property
     def generated_tokens(self) -> int:

@@ -112,14 +112,10 @@ def _anchors(episodes: Sequence[Episode]) -> list[TurnAnchor]:
     first = 0  # the episode's first row
     for episode in episodes:
         if episode.trajectory is not None and not episode.rows:
-            windows = episode.windows()
-            places = [
-                (first + row, start, end) for row, (window, _) in enumerate(windows) for start, end in window.calls
-            ]
             states = [episode.trajectory.observation, *(step.observation for step in episode.trajectory.steps)]
             anchors += [
-                TurnAnchor(row, start - 1, end - 1, states[number], step.reward)
-                for number, ((row, start, end), step) in enumerate(zip(places, episode.trajectory.steps))
+                TurnAnchor(first + row, start - 1, end - 1, states[number], step.reward)
+                for number, ((row, start, end), step) in enumerate(zip(episode.turn_places(), episode.trajectory.steps))
             ]
         first += len(episode.sequences)
     return anchors

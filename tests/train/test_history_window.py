@@ -17,8 +17,9 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from test_train_rollout import echo, said_done
 
-from agentfly_env import ListTasks, ToolEnv, reward, run_sync, tool
+from agentfly_env import ListTasks, ToolEnv, run_sync
 from agentfly_env.resources.distributed import make_env_pool
 from agentfly_train.algorithms import aggregate_loss
 from agentfly_train.chat import ChatFormat
@@ -31,21 +32,6 @@ from agentfly_train.sft import encode, parse_rows
 from agentfly_train.training import Batch
 
 ECHOES = ["alpha", "beta", "gamma", "delta"]  # the model's tool calls, then it answers
-
-
-@tool
-def echo(text: str) -> str:
-    """Say the text back, with a marker.
-
-    Args:
-        text: What to say.
-    """
-    return f"echoed {text}"
-
-
-@reward
-def said_done(prediction: str | None) -> float:
-    return float(prediction == "done")
 
 
 def echo_env(**kwargs) -> ToolEnv:
@@ -98,7 +84,7 @@ def test_each_turn_sees_the_task_and_its_last_turns_as_the_template_renders_them
     episode, generator = play(tokenizer, history_turns, overlap=overlap)
     assert (episode.success, len(episode.turns)) == (True, 5)
     observations = [step.observation for step in episode.trajectory.steps]
-    assert observations[:4] == [f"echoed {word}" for word in ECHOES]
+    assert observations[:4] == ECHOES
     exchanges = [
         [{"role": "assistant", "content": text}, {"role": "tool", "content": observation}]
         for text, observation in zip(action_texts(), observations, strict=False)
@@ -270,16 +256,17 @@ def episodes(draw):
 @given(episodes())
 def test_every_turn_is_trained_once_in_the_context_it_was_played_in(played):
     episode, contexts = played
-    windows = episode.windows()
-    assert [number for _, numbers in windows for number in numbers] == list(range(len(episode.turns)))
-    for row, numbers in windows:
-        assert len(row.token_ids) == len(row.action_mask) == len(row.logprobs)
-        for (start, end), number in zip(row.calls, numbers, strict=True):
-            turn = episode.turns[number]
-            assert row.token_ids[:start] == contexts[number]
-            assert row.token_ids[start:end] == episode.token_ids[turn.start : turn.end]
-            assert row.logprobs[start:end] == episode.logprobs[turn.start : turn.end]
-        assert sum(row.action_mask) == sum(end - start for start, end in row.calls)
+    sequences, places = episode.sequences, episode.turn_places()
+    assert len(places) == len(episode.turns)
+    for number, (turn, (row, start, end)) in enumerate(zip(episode.turns, places, strict=True)):
+        sequence = sequences[row]
+        assert sequence.token_ids[:start] == contexts[number]
+        assert sequence.token_ids[start:end] == episode.token_ids[turn.start : turn.end]
+        assert sequence.logprobs[start:end] == episode.logprobs[turn.start : turn.end]
+        assert sequence.action_mask[start:end] == [1] * (end - start)
+    for row, sequence in enumerate(sequences):  # each reply masked once, in its own row, and nothing else
+        assert len(sequence.token_ids) == len(sequence.action_mask) == len(sequence.logprobs)
+        assert sum(sequence.action_mask) == sum(end - start for r, start, end in places if r == row)
     k = episode.history_turns
     if not k or len(episode.turns) <= k + 1:
         assert episode.sequences == [episode]
