@@ -234,7 +234,7 @@ class Episode(EpisodeStats):
     def turn_places(self) -> list[tuple[int, int, int]]:
         """Where each model turn is trained: its row in :attr:`sequences` and its ``(start, end)`` in that row."""
         sequences = self.sequences
-        if sequences == [self]:
+        if sequences[0] is self:
             return [(0, turn.start, turn.end) for turn in self.turns]
         return [(row, start, end) for row, sequence in enumerate(sequences) for start, end in sequence.calls]
 
