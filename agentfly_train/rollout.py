@@ -231,9 +231,10 @@ class Episode(EpisodeStats):
             return [self]
         return self.windows()
 
-    def turn_places(self) -> list[tuple[int, int, int]]:
-        """Where each model turn is trained: its row in :attr:`sequences` and its ``(start, end)`` in that row."""
-        sequences = self.sequences
+    def turn_places(self, sequences: Sequence[Any] | None = None) -> list[tuple[int, int, int]]:
+        """Where each model turn is trained: its row in :attr:`sequences` (pass them when already built) and its
+        ``(start, end)`` in that row."""
+        sequences = self.sequences if sequences is None else sequences
         if sequences[0] is self:
             return [(0, turn.start, turn.end) for turn in self.turns]
         return [(row, start, end) for row, sequence in enumerate(sequences) for start, end in sequence.calls]

@@ -55,7 +55,8 @@ class Batch:
     def from_episodes(
         cls, episodes: Sequence[Episode], pad_id: int, device: torch.device, *, anchors: bool = False
     ) -> Batch:
-        rows = [(index, sequence) for index, e in enumerate(episodes) for sequence in e.sequences]
+        sequences = [e.sequences for e in episodes]  # built once: a bounded history's windows are built here
+        rows = [(index, sequence) for index, own in enumerate(sequences) for sequence in own]
         width = max(len(sequence.token_ids) for _, sequence in rows)
         ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
         attention = torch.zeros((len(rows), width), dtype=torch.long)
@@ -77,7 +78,7 @@ class Batch:
             lengths=attention.sum(-1).to(device),
             finished=torch.tensor([e.failure is None for e in owners], dtype=torch.bool, device=device),
             episode_of=torch.tensor([index for index, _ in rows], dtype=torch.long, device=device),
-            anchors=_anchors(episodes) if anchors else [],
+            anchors=_anchors(episodes, sequences) if anchors else [],
         )
 
     def __len__(self) -> int:
@@ -103,21 +104,23 @@ class Batch:
         return torch.nn.functional.pad(values, (0, self.action_mask.size(1) - values.size(1)))
 
 
-def _anchors(episodes: Sequence[Episode]) -> list[TurnAnchor]:
+def _anchors(episodes: Sequence[Episode], sequences: Sequence[Sequence[Any]]) -> list[TurnAnchor]:
     """The env-loop episodes' turns as :class:`~agentfly_train.algorithms.TurnAnchor` s, each in the row that trains
     it (a window of a bounded history, else the episode's one row; rows numbered as :meth:`Batch.from_episodes`
     lays them out; in action columns: token ``j`` is column ``j - 1``); none for an agent program's rows. A last
-    turn the driver cut before the env stepped it has no step, and no anchor."""
+    turn the driver cut before the env stepped it has no step, and no anchor. ``sequences``: each episode's
+    :attr:`~agentfly_train.rollout.Episode.sequences`, as the batch built them."""
     anchors: list[TurnAnchor] = []
     first = 0  # the episode's first row
-    for episode in episodes:
+    for episode, own in zip(episodes, sequences, strict=True):
         if episode.trajectory is not None and not episode.rows:
             states = [episode.trajectory.observation, *(step.observation for step in episode.trajectory.steps)]
+            places = episode.turn_places(own)
             anchors += [
                 TurnAnchor(first + row, start - 1, end - 1, states[number], step.reward)
-                for number, ((row, start, end), step) in enumerate(zip(episode.turn_places(), episode.trajectory.steps))
+                for number, ((row, start, end), step) in enumerate(zip(places, episode.trajectory.steps))
             ]
-        first += len(episode.sequences)
+        first += len(own)
     return anchors
 
 

@@ -273,11 +273,12 @@ def plan(
                 f"variant_envs by name must name each variant once: variants {sorted(variants)}, "
                 f"variant_envs {sorted(variant_envs)}"
             )
+        for names in variant_envs.values():
+            _check_names("variant_envs", names, PRESETS)
         envs_of = {name: list(variant_envs[name]) for name in variants}
     else:
+        _check_names("variant_envs", variant_envs, PRESETS)  # checked even with no variant to run
         envs_of = {name: list(variant_envs) for name in variants}
-    for names in envs_of.values():
-        _check_names("variant_envs", names, PRESETS)
     for name, sets in variants.items():
         if not isinstance(name, str) or not VARIANT_NAME.fullmatch(name):
             raise ValueError(f"variant names are directory names (letters, digits and ._+-), got {name!r}")

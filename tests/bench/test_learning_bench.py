@@ -220,6 +220,8 @@ def test_unknown_names_are_refused_with_the_choices_before_anything_runs(tmp_pat
         learning.run(quick=True, out_dir=str(tmp_path), turn_budgets=[4], budget_env="chess")
     with pytest.raises(ValueError, match=rf"unknown variant_envs \['chess'\]; choose from {choices}"):
         learning.run(quick=True, out_dir=str(tmp_path), variants={"tis": []}, variant_envs=["math", "chess"])
+    with pytest.raises(ValueError, match=r"unknown variant_envs \['chess'\]"):
+        learning.run(quick=True, out_dir=str(tmp_path), envs=["math"], variant_envs=["chess"])
     with pytest.raises(ValueError, match=r"unknown algorithms \['dpo'\]; choose from \[.*'grpo'.*'ppo'"):
         learning.run(quick=True, out_dir=str(tmp_path), envs=["math"], algorithms=["ppo", "dpo"])
     with pytest.raises(ValueError, match=r"variant names are directory names .*got '\.\./tis'"):
